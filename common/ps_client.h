@@ -1,0 +1,36 @@
+// PsClient: how workers and the coordinator talk to one PS task.
+//
+// Two implementations: GrpcPsClient (ps/service) for a cluster, and
+// InProcessPsClient (ps/core) for strategy: one_device and for core tests, so
+// core logic never depends on gRPC. The methods mirror the ParameterServer
+// service one to one and return its status codes.
+//
+// Implementations are thread-safe.
+#ifndef PSCLUSTER_COMMON_PS_CLIENT_H_
+#define PSCLUSTER_COMMON_PS_CLIENT_H_
+
+#include "absl/status/status.h"
+#include "protos/ps.pb.h"
+
+namespace pscluster {
+
+class PsClient {
+ public:
+  virtual ~PsClient() = default;
+
+  // Creates variables (idempotent for an identical spec). INVALID_ARGUMENT for
+  // a bad spec; ALREADY_EXISTS if a variable exists with a different spec.
+  virtual absl::Status CreateVariables(const CreateVariablesRequest& request,
+                                       CreateVariablesResponse* response) = 0;
+  // NOT_FOUND names the first unknown variable.
+  virtual absl::Status Pull(const PullRequest& request, PullResponse* response) = 0;
+  // Applies each gradient with its variable's optimizer. NOT_FOUND for an
+  // unknown variable, INVALID_ARGUMENT for a wrong dtype or shape; on error no
+  // gradient of the request is applied.
+  virtual absl::Status Push(const PushRequest& request, PushResponse* response) = 0;
+  virtual absl::Status Stats(const StatsRequest& request, StatsResponse* response) = 0;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COMMON_PS_CLIENT_H_

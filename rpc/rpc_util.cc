@@ -1,0 +1,121 @@
+#include "rpc/rpc_util.h"
+
+#include <fcntl.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace pscluster {
+
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+RunningServer::~RunningServer() { Shutdown(); }
+
+void RunningServer::Shutdown() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
+    const ServerOptions& options, const std::vector<grpc::Service*>& services,
+    std::shared_ptr<prometheus::Registry> registry) {
+  grpc::EnableDefaultHealthCheckService(true);
+  auto running = std::unique_ptr<RunningServer>(new RunningServer());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &running->port_);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  running->server_ = builder.BuildAndStart();
+  if (!running->server_ || running->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address));
+  }
+  if (registry && !options.metrics_address.empty()) {
+    try {
+      auto exposer = std::make_shared<prometheus::Exposer>(options.metrics_address);
+      exposer->RegisterCollectable(registry);
+      auto ports = exposer->GetListeningPorts();
+      running->metrics_port_ = ports.empty() ? 0 : ports.front();
+      running->exposer_ = exposer;
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("cannot serve metrics on ",
+                                                 options.metrics_address, ": ", e.what()));
+    }
+  }
+  if (!options.port_file.empty()) {
+    if (running->metrics_port_ != 0) {
+      absl::Status s = WriteFileAtomically(options.port_file + ".metrics",
+                                           absl::StrCat(running->metrics_port_, "\n"));
+      if (!s.ok()) return s;
+    }
+    absl::Status s = WriteFileAtomically(options.port_file, absl::StrCat(running->port_, "\n"));
+    if (!s.ok()) return s;
+  }
+  return running;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  // Each channel gets its own TCP connection rather than sharing a subchannel.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  const char* p = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n <= 0) {
+      ::close(fd);
+      return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+void OnTerminationSignal(std::function<void()> on_signal) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set, on_signal = std::move(on_signal)]() {
+    int sig = 0;
+    sigwait(&set, &sig);
+    on_signal();
+  }).detach();
+}
+
+}  // namespace pscluster

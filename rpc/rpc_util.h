@@ -1,0 +1,84 @@
+// Shared gRPC plumbing for pscluster's servers and clients: status conversion,
+// server start-up on a chosen or kernel-picked port, and the thin-handler
+// helper every RPC adapter uses (one core call, status conversion, metric).
+#ifndef PSCLUSTER_RPC_RPC_UTIL_H_
+#define PSCLUSTER_RPC_RPC_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace pscluster {
+
+grpc::Status ToGrpcStatus(const absl::Status& s);
+absl::Status FromGrpcStatus(const grpc::Status& s);
+
+// Largest message a pscluster server or channel accepts (1 GiB). Larger ones
+// are refused by gRPC with RESOURCE_EXHAUSTED naming the size.
+inline constexpr int kMaxMessageBytes = 1 << 30;
+
+struct ServerOptions {
+  // "127.0.0.1:0" lets the kernel pick a free port.
+  std::string address = "127.0.0.1:0";
+  // If set, the bound port is written here (atomically: temp file + rename)
+  // once the server is ready, for supervisors such as `psctl local`.
+  std::string port_file;
+  // If set, Prometheus /metrics is served on this address ("127.0.0.1:0"
+  // picks a port; written to `port_file` + ".metrics" when port_file is set).
+  std::string metrics_address;
+};
+
+// A started gRPC server with the health-checking service, plus its metrics
+// endpoint. Thread-safe: Shutdown may be called from any thread.
+class RunningServer {
+ public:
+  ~RunningServer();
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  grpc::Server* server() { return server_.get(); }
+  void Wait() { server_->Wait(); }
+  void Shutdown();
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
+      const ServerOptions&, const std::vector<grpc::Service*>&,
+      std::shared_ptr<prometheus::Registry>);
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<void> exposer_;  // prometheus::Exposer, type-erased
+  int port_ = 0;
+  int metrics_port_ = 0;
+};
+
+// Starts `services` on options.address. UNAVAILABLE if the address cannot be
+// bound. `registry` (may be null) is exposed on options.metrics_address.
+absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
+    const ServerOptions& options, const std::vector<grpc::Service*>& services,
+    std::shared_ptr<prometheus::Registry> registry);
+
+// An insecure channel to `target` with pscluster's message-size limits.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target);
+
+// Sets a deadline `timeout` from now on `ctx`.
+void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout);
+
+// Writes `contents` to `path` atomically (temp file, fsync, rename).
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// Blocks SIGINT/SIGTERM in the calling thread (call first in main, before any
+// thread starts), then waits for one in a background thread and calls
+// `on_signal` once. Lets servers shut down cleanly when a supervisor stops them.
+void OnTerminationSignal(std::function<void()> on_signal);
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_RPC_RPC_UTIL_H_

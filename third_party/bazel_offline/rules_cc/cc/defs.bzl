@@ -1,0 +1,39 @@
+"""Offline shim for @rules_cc//cc:defs.bzl: re-exports the native C++ rules.
+
+Bazel 4.2.3's @bazel_tools//tools/cpp and @local_config_cc load this file, and its
+DEFAULT.WORKSPACE.SUFFIX would download rules_cc. Debian's bazel-rules-cc 0.0.4
+needs a newer Bazel (use_cpp_toolchain), so the native rules are re-exported.
+"""
+
+def cc_binary(**attrs):
+    native.cc_binary(**attrs)
+
+def cc_test(**attrs):
+    native.cc_test(**attrs)
+
+def cc_library(**attrs):
+    native.cc_library(**attrs)
+
+def cc_import(**attrs):
+    native.cc_import(**attrs)
+
+def cc_proto_library(**attrs):
+    native.cc_proto_library(**attrs)
+
+def fdo_prefetch_hints(**attrs):
+    native.fdo_prefetch_hints(**attrs)
+
+def fdo_profile(**attrs):
+    native.fdo_profile(**attrs)
+
+def cc_toolchain(**attrs):
+    native.cc_toolchain(**attrs)
+
+def cc_toolchain_suite(**attrs):
+    native.cc_toolchain_suite(**attrs)
+
+def objc_library(**attrs):
+    native.objc_library(**attrs)
+
+def objc_import(**attrs):
+    native.objc_import(**attrs)
