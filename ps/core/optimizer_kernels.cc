@@ -1,0 +1,47 @@
+#include "ps/core/optimizer_kernels.h"
+
+#include <cmath>
+
+namespace pscluster {
+namespace kernels {
+
+void SgdUpdate(float lr, const float* __restrict g, float* __restrict w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+}
+
+void MomentumUpdate(float lr, float momentum, bool nesterov, const float* __restrict g,
+                    float* __restrict v, float* __restrict w, int64_t n) {
+  if (nesterov) {
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = momentum * v[i] - lr * g[i];
+      w[i] += momentum * v[i] - lr * g[i];
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = momentum * v[i] - lr * g[i];
+      w[i] += v[i];
+    }
+  }
+}
+
+void AdagradUpdate(float lr, float epsilon, const float* __restrict g, float* __restrict accum,
+                   float* __restrict w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    accum[i] += g[i] * g[i];
+    w[i] -= lr * g[i] / (std::sqrt(accum[i]) + epsilon);
+  }
+}
+
+void AdamUpdate(float lr_t, float beta1, float beta2, float epsilon, const float* __restrict g,
+                float* __restrict m, float* __restrict v, float* __restrict w, int64_t n) {
+  const float one_minus_b1 = 1.0f - beta1;
+  const float one_minus_b2 = 1.0f - beta2;
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = beta1 * m[i] + one_minus_b1 * g[i];
+    v[i] = beta2 * v[i] + one_minus_b2 * g[i] * g[i];
+    w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + epsilon);
+  }
+}
+
+}  // namespace kernels
+}  // namespace pscluster
