@@ -1,0 +1,56 @@
+// GrpcPsClient: a PsClient that talks to one remote ps_server over gRPC.
+//
+// Errors keep the server's status code; their message starts with
+// "ps <target>: " so a worker's log says which PS failed. Transport failures
+// come back as UNAVAILABLE, an expired deadline as DEADLINE_EXCEEDED.
+//
+// Thread-safe: calls may be made concurrently (they share one channel).
+#ifndef PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
+#define PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "common/ps_client.h"
+#include "protos/ps.grpc.pb.h"
+
+namespace pscluster {
+
+class GrpcPsClient : public PsClient {
+ public:
+  struct Options {
+    // "host:port" of the ps_server. Required.
+    std::string target;
+    // Deadline of each call, from when it starts.
+    std::chrono::milliseconds call_timeout{30000};
+    // If true, a call waits (up to its deadline) for the server to come up
+    // instead of failing at once with UNAVAILABLE.
+    bool wait_for_ready = false;
+  };
+
+  // Creates the channel (MakeChannel: pscluster's message-size limits); it
+  // connects lazily, so this never fails.
+  explicit GrpcPsClient(Options options);
+
+  absl::Status CreateVariables(const CreateVariablesRequest& request,
+                               CreateVariablesResponse* response) override;
+  absl::Status Pull(const PullRequest& request, PullResponse* response) override;
+  absl::Status Push(const PushRequest& request, PushResponse* response) override;
+  absl::Status Stats(const StatsRequest& request, StatsResponse* response) override;
+
+ private:
+  // Runs `rpc` with a fresh context carrying the options' deadline and turns
+  // its status into an absl::Status naming the target.
+  absl::Status Call(absl::FunctionRef<grpc::Status(grpc::ClientContext*)> rpc);
+
+  const Options options_;
+  std::unique_ptr<ParameterServer::Stub> stub_;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
