@@ -115,7 +115,8 @@ TEST(IdxReaderTest, ReadsGzippedLabels) {
 }
 
 TEST(IdxReaderTest, LimitReadsAPrefix) {
-  const std::string images_path = WriteGz("limit_images.gz", ImagesFile(3, 2, 3, ThreeImagePixels()));
+  const std::string images_path =
+      WriteGz("limit_images.gz", ImagesFile(3, 2, 3, ThreeImagePixels()));
   auto images = ReadIdxImages(images_path, 2);
   ASSERT_TRUE(images.ok()) << images.status();
   EXPECT_EQ(images->count, 2);
