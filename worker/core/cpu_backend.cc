@@ -1,0 +1,98 @@
+// CPU implementation of Backend; see cpu_backend.h.
+#include "worker/core/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace pscluster {
+namespace {
+
+class CpuBackend : public Backend {
+ public:
+  std::string name() const override { return "cpu (OpenBLAS)"; }
+
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, const float* b, float beta, float* c) override {
+    if (m == 0 || n == 0) return;
+    // Leading dimensions of the stored (row-major) matrices; BLAS wants >= 1
+    // even when k == 0.
+    const int64_t lda = std::max<int64_t>(1, trans_a ? m : k);
+    const int64_t ldb = std::max<int64_t>(1, trans_b ? k : n);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(n));
+  }
+
+  void AddBias(int64_t rows, int64_t cols, const float* bias, float* y) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = y + r * cols;
+      for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+    }
+  }
+
+  void Relu(int64_t n, float* x) override {
+    for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  }
+
+  void ReluGrad(int64_t n, const float* y, float* dy) override {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+    }
+  }
+
+  void BiasGrad(int64_t rows, int64_t cols, const float* dy, float* db) override {
+    std::fill(db, db + cols, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = dy + r * cols;
+      for (int64_t c = 0; c < cols; ++c) db[c] += row[c];
+    }
+  }
+
+  void SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* logits,
+                           const int32_t* labels, float* grad, double* loss_sum,
+                           int64_t* correct) override {
+    double total = 0.0;
+    int64_t hits = 0;
+    const float inv_rows = rows > 0 ? 1.0f / static_cast<float>(rows) : 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x = logits + r * cols;
+      const int32_t label = labels[r];
+      if (label < 0 || label >= cols) {
+        std::fprintf(stderr,
+                     "CpuBackend::SoftmaxCrossEntropy: label %d of row %lld is outside [0, %lld)\n",
+                     label, static_cast<long long>(r), static_cast<long long>(cols));
+        std::abort();
+      }
+      int64_t argmax = 0;
+      for (int64_t c = 1; c < cols; ++c) {
+        if (x[c] > x[argmax]) argmax = c;
+      }
+      const float max = x[argmax];
+      double sum = 0.0;
+      for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(x[c] - max));
+      total += std::log(sum) + static_cast<double>(max) - static_cast<double>(x[label]);
+      if (argmax == label) ++hits;
+      if (grad != nullptr) {
+        float* g = grad + r * cols;
+        const double inv_sum = 1.0 / sum;
+        for (int64_t c = 0; c < cols; ++c) {
+          const float p = static_cast<float>(std::exp(static_cast<double>(x[c] - max)) * inv_sum);
+          g[c] = (p - (c == label ? 1.0f : 0.0f)) * inv_rows;
+        }
+      }
+    }
+    *loss_sum = total;
+    *correct = hits;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace pscluster

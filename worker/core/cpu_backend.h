@@ -1,0 +1,19 @@
+// The CPU Backend: OpenBLAS sgemm for Gemm, plain loops for the rest.
+//
+// Thread-safety: the returned object holds no state, but like every Backend
+// it is meant to be used by one thread at a time.
+#ifndef PSCLUSTER_WORKER_CORE_CPU_BACKEND_H_
+#define PSCLUSTER_WORKER_CORE_CPU_BACKEND_H_
+
+#include <memory>
+
+#include "worker/core/backend.h"
+
+namespace pscluster {
+
+// Always succeeds. name() is "cpu (OpenBLAS)".
+std::unique_ptr<Backend> CreateCpuBackend();
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_WORKER_CORE_CPU_BACKEND_H_
