@@ -1,0 +1,357 @@
+// CUDA implementation of Backend; see cuda_backend.h for the contract, the
+// per-call host<->device copies and the abort-on-CUDA-failure policy.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "worker/core/backend.h"
+#include "worker/core/cuda_backend.h"
+
+namespace pscluster {
+namespace {
+
+// Failures after initialisation: see cuda_backend.h ("Errors").
+#define PS_CUDA_CHECK(expr)                                                           \
+  do {                                                                                \
+    const cudaError_t ps_err_ = (expr);                                               \
+    if (ps_err_ != cudaSuccess) {                                                     \
+      std::fprintf(stderr, "%s:%d: CUDA call failed: %s: %s\n", __FILE__, __LINE__,   \
+                   #expr, cudaGetErrorString(ps_err_));                               \
+      std::abort();                                                                   \
+    }                                                                                 \
+  } while (0)
+
+#define PS_CUBLAS_CHECK(expr)                                                         \
+  do {                                                                                \
+    const cublasStatus_t ps_st_ = (expr);                                             \
+    if (ps_st_ != CUBLAS_STATUS_SUCCESS) {                                            \
+      std::fprintf(stderr, "%s:%d: cuBLAS call failed: %s: %s\n", __FILE__, __LINE__, \
+                   #expr, cublasGetStatusString(ps_st_));                             \
+      std::abort();                                                                   \
+    }                                                                                 \
+  } while (0)
+
+constexpr int kThreads = 256;
+
+int Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(b, 1), 65535));
+}
+
+// Kernels use grid-stride loops so any n works with a capped grid.
+__global__ void AddBiasKernel(int64_t rows, int64_t cols, const float* bias, float* y) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] += bias[i % cols];
+  }
+}
+
+__global__ void ReluKernel(int64_t n, float* x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  }
+}
+
+__global__ void ReluGradKernel(int64_t n, const float* y, float* dy) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+  }
+}
+
+// One thread per column; neighbouring threads read neighbouring addresses.
+__global__ void BiasGradKernel(int64_t rows, int64_t cols, const float* dy, float* db) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) sum += dy[r * cols + c];
+    db[c] = sum;
+  }
+}
+
+// One thread per row. Writes the row's loss and whether its argmax is right;
+// the host sums them (deterministic, no atomics).
+__global__ void SoftmaxCrossEntropyKernel(int64_t rows, int64_t cols, const float* logits,
+                                          const int32_t* labels, float* grad, double* row_loss,
+                                          int32_t* row_correct) {
+  const float inv_rows = 1.0f / static_cast<float>(rows);
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x) {
+    const float* x = logits + r * cols;
+    const int32_t label = labels[r];
+    int64_t argmax = 0;
+    for (int64_t c = 1; c < cols; ++c) {
+      if (x[c] > x[argmax]) argmax = c;
+    }
+    const float max = x[argmax];
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; ++c) sum += exp(static_cast<double>(x[c] - max));
+    row_loss[r] = log(sum) + static_cast<double>(max) - static_cast<double>(x[label]);
+    row_correct[r] = argmax == label ? 1 : 0;
+    if (grad != nullptr) {
+      float* g = grad + r * cols;
+      const double inv_sum = 1.0 / sum;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float p = static_cast<float>(exp(static_cast<double>(x[c] - max)) * inv_sum);
+        g[c] = (p - (c == label ? 1.0f : 0.0f)) * inv_rows;
+      }
+    }
+  }
+}
+
+// A grow-only device allocation, reused across calls.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);  // Errors ignored at teardown.
+  }
+
+  template <typename T>
+  T* Get(int64_t count) {
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T);
+    if (bytes > bytes_) {
+      if (ptr_ != nullptr) PS_CUDA_CHECK(cudaFree(ptr_));
+      ptr_ = nullptr;
+      bytes_ = 0;
+      PS_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+      bytes_ = bytes;
+    }
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(int device, std::string device_name, cudaStream_t stream, cublasHandle_t cublas)
+      : device_(device), name_("cuda:" + device_name), stream_(stream), cublas_(cublas) {}
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cublasDestroy(cublas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return name_; }
+
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, const float* b, float beta, float* c) override {
+    if (m == 0 || n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_a = buf_[0].Get<float>(m * k);
+    float* d_b = buf_[1].Get<float>(k * n);
+    float* d_c = buf_[2].Get<float>(m * n);
+    ToDevice(d_a, a, m * k);
+    ToDevice(d_b, b, k * n);
+    if (beta != 0.0f) ToDevice(d_c, c, m * n);
+    // cuBLAS is column-major. A row-major r×s matrix is the column-major s×r
+    // matrix of its transpose, so compute Cᵀ (n×m) = op(B)ᵀ · op(A)ᵀ, passing
+    // B first; each operand keeps its own transpose flag.
+    const int lda = static_cast<int>(std::max<int64_t>(1, trans_a ? m : k));
+    const int ldb = static_cast<int>(std::max<int64_t>(1, trans_b ? k : n));
+    PS_CUBLAS_CHECK(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                                static_cast<int>(m), static_cast<int>(k), &alpha, d_b, ldb, d_a,
+                                lda, &beta, d_c, static_cast<int>(n)));
+    ToHost(c, d_c, m * n);
+    Sync();
+  }
+
+  void AddBias(int64_t rows, int64_t cols, const float* bias, float* y) override {
+    if (rows == 0 || cols == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_bias = buf_[0].Get<float>(cols);
+    float* d_y = buf_[1].Get<float>(rows * cols);
+    ToDevice(d_bias, bias, cols);
+    ToDevice(d_y, y, rows * cols);
+    AddBiasKernel<<<Blocks(rows * cols), kThreads, 0, stream_>>>(rows, cols, d_bias, d_y);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(y, d_y, rows * cols);
+    Sync();
+  }
+
+  void Relu(int64_t n, float* x) override {
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_x = buf_[0].Get<float>(n);
+    ToDevice(d_x, x, n);
+    ReluKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, d_x);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(x, d_x, n);
+    Sync();
+  }
+
+  void ReluGrad(int64_t n, const float* y, float* dy) override {
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_y = buf_[0].Get<float>(n);
+    float* d_dy = buf_[1].Get<float>(n);
+    ToDevice(d_y, y, n);
+    ToDevice(d_dy, dy, n);
+    ReluGradKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, d_y, d_dy);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(dy, d_dy, n);
+    Sync();
+  }
+
+  void BiasGrad(int64_t rows, int64_t cols, const float* dy, float* db) override {
+    if (cols == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_dy = buf_[0].Get<float>(rows * cols);
+    float* d_db = buf_[1].Get<float>(cols);
+    ToDevice(d_dy, dy, rows * cols);
+    BiasGradKernel<<<Blocks(cols), kThreads, 0, stream_>>>(rows, cols, d_dy, d_db);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(db, d_db, cols);
+    Sync();
+  }
+
+  void SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* logits,
+                           const int32_t* labels, float* grad, double* loss_sum,
+                           int64_t* correct) override {
+    *loss_sum = 0.0;
+    *correct = 0;
+    if (rows == 0) return;
+    // Validate on the host: a kernel cannot report a bad label usefully.
+    for (int64_t r = 0; r < rows; ++r) {
+      if (labels[r] < 0 || labels[r] >= cols) {
+        std::fprintf(stderr,
+                     "CudaBackend::SoftmaxCrossEntropy: label %d of row %lld is outside "
+                     "[0, %lld)\n",
+                     labels[r], static_cast<long long>(r), static_cast<long long>(cols));
+        std::abort();
+      }
+    }
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_logits = buf_[0].Get<float>(rows * cols);
+    int32_t* d_labels = buf_[1].Get<int32_t>(rows);
+    float* d_grad = grad != nullptr ? buf_[2].Get<float>(rows * cols) : nullptr;
+    double* d_loss = buf_[3].Get<double>(rows);
+    int32_t* d_correct = buf_[4].Get<int32_t>(rows);
+    ToDevice(d_logits, logits, rows * cols);
+    ToDevice(d_labels, labels, rows);
+    SoftmaxCrossEntropyKernel<<<Blocks(rows), kThreads, 0, stream_>>>(
+        rows, cols, d_logits, d_labels, d_grad, d_loss, d_correct);
+    PS_CUDA_CHECK(cudaGetLastError());
+    row_loss_.resize(static_cast<size_t>(rows));
+    row_correct_.resize(static_cast<size_t>(rows));
+    ToHost(row_loss_.data(), d_loss, rows);
+    ToHost(row_correct_.data(), d_correct, rows);
+    if (grad != nullptr) ToHost(grad, d_grad, rows * cols);
+    Sync();
+    double total = 0.0;
+    int64_t hits = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      total += row_loss_[r];
+      hits += row_correct_[r];
+    }
+    *loss_sum = total;
+    *correct = hits;
+  }
+
+ private:
+  template <typename T>
+  void ToDevice(T* dst, const T* src, int64_t count) {
+    if (count == 0) return;
+    PS_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * sizeof(T),
+                                  cudaMemcpyHostToDevice, stream_));
+  }
+  template <typename T>
+  void ToHost(T* dst, const T* src, int64_t count) {
+    if (count == 0) return;
+    PS_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * sizeof(T),
+                                  cudaMemcpyDeviceToHost, stream_));
+  }
+  void Sync() { PS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  const int device_;
+  const std::string name_;
+  cudaStream_t stream_;
+  cublasHandle_t cublas_;
+  // Scratch slots, reused by every op (each op uses slots from 0 up).
+  DeviceBuffer buf_[5];
+  std::vector<double> row_loss_;
+  std::vector<int32_t> row_correct_;
+};
+
+void SetError(std::string* error, const std::string& message) {
+  if (error != nullptr) *error = message;
+}
+
+}  // namespace
+
+int CudaDeviceCount(std::string* error) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    // Reset the runtime's last-error state so later calls start clean.
+    cudaGetLastError();
+    SetError(error, std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err));
+    return 0;
+  }
+  if (count == 0) {
+    SetError(error, "cudaGetDeviceCount: no CUDA device found");
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Backend> CreateCudaBackend(std::string* error) {
+  if (CudaDeviceCount(error) == 0) return nullptr;
+  const int device = 0;
+  cudaError_t err = cudaSetDevice(device);
+  if (err != cudaSuccess) {
+    SetError(error, std::string("cudaSetDevice(0): ") + cudaGetErrorString(err));
+    return nullptr;
+  }
+  cudaDeviceProp props;
+  err = cudaGetDeviceProperties(&props, device);
+  if (err != cudaSuccess) {
+    SetError(error, std::string("cudaGetDeviceProperties(0): ") + cudaGetErrorString(err));
+    return nullptr;
+  }
+  cudaStream_t stream = nullptr;
+  err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err != cudaSuccess) {
+    SetError(error, std::string("cudaStreamCreate: ") + cudaGetErrorString(err));
+    return nullptr;
+  }
+  cublasHandle_t cublas = nullptr;
+  cublasStatus_t st = cublasCreate(&cublas);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(stream);
+    SetError(error, std::string("cublasCreate: ") + cublasGetStatusString(st));
+    return nullptr;
+  }
+  st = cublasSetStream(cublas, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(cublas);
+    cudaStreamDestroy(stream);
+    SetError(error, std::string("cublasSetStream: ") + cublasGetStatusString(st));
+    return nullptr;
+  }
+  // Plain FP32 math: no TF32 tensor-core shortcut, so results match the CPU.
+  st = cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(cublas);
+    cudaStreamDestroy(stream);
+    SetError(error, std::string("cublasSetMathMode: ") + cublasGetStatusString(st));
+    return nullptr;
+  }
+  return std::make_unique<CudaBackend>(device, props.name, stream, cublas);
+}
+
+}  // namespace pscluster
