@@ -105,15 +105,32 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
   return absl::OkStatus();
 }
 
-void OnTerminationSignal(std::function<void()> on_signal) {
+namespace {
+sigset_t TerminationSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  return set;
+}
+}  // namespace
+
+void BlockTerminationSignals() {
+  sigset_t set = TerminationSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([set, on_signal = std::move(on_signal)]() {
-    int sig = 0;
-    sigwait(&set, &sig);
+}
+
+int WaitForTerminationSignal() {
+  sigset_t set = TerminationSignals();
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+void OnTerminationSignal(std::function<void()> on_signal) {
+  BlockTerminationSignals();
+  std::thread([on_signal = std::move(on_signal)]() {
+    WaitForTerminationSignal();
     on_signal();
   }).detach();
 }

@@ -79,6 +79,12 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
 // `on_signal` once. Lets servers shut down cleanly when a supervisor stops them.
 void OnTerminationSignal(std::function<void()> on_signal);
 
+// Blocks SIGINT/SIGTERM in the calling thread; call first in main, before any
+// thread starts, so that every thread inherits the mask.
+void BlockTerminationSignals();
+// Waits for SIGINT or SIGTERM. REQUIRES: BlockTerminationSignals() was called.
+int WaitForTerminationSignal();
+
 }  // namespace pscluster
 
 #endif  // PSCLUSTER_RPC_RPC_UTIL_H_

@@ -1,0 +1,58 @@
+#include "coordinator/core/closure_queue.h"
+
+namespace pscluster {
+
+void ClosureQueue::Put(Closure closure) {
+  absl::MutexLock lock(&mu_);
+  if (!stopped_) queue_.push_back(std::move(closure));
+}
+
+std::optional<Closure> ClosureQueue::Get() {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopped_ || !queue_.empty() || in_flight_ == 0;
+  };
+  mu_.Await(absl::Condition(&ready));
+  if (stopped_ || queue_.empty()) return std::nullopt;
+  Closure c = std::move(queue_.front());
+  queue_.pop_front();
+  ++in_flight_;
+  return c;
+}
+
+void ClosureQueue::Done() {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+}
+
+void ClosureQueue::PutBack(Closure closure) {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+  if (!stopped_) queue_.push_back(std::move(closure));
+}
+
+void ClosureQueue::Fail(absl::Status error) {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+  if (error_.ok()) error_ = std::move(error);
+  stopped_ = true;
+  queue_.clear();
+}
+
+void ClosureQueue::Stop(absl::Status reason) {
+  absl::MutexLock lock(&mu_);
+  if (error_.ok()) error_ = std::move(reason);
+  stopped_ = true;
+  queue_.clear();
+}
+
+absl::Status ClosureQueue::Wait() {
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (stopped_ && in_flight_ == 0) || Drained();
+  };
+  mu_.Await(absl::Condition(&done));
+  return error_;
+}
+
+}  // namespace pscluster

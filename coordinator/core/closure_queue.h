@@ -1,0 +1,60 @@
+// ClosureQueue: the coordinator's FIFO of closures waiting for a worker.
+//
+// Dispatch threads (several per worker) Get() closures, run them, and report
+// Done(), PutBack() for a retry, or Fail() for an error that ends the phase.
+// Wait() is TF's join(): it returns when every closure put in has finished,
+// or the first error. Thread-safe.
+#ifndef PSCLUSTER_COORDINATOR_CORE_CLOSURE_QUEUE_H_
+#define PSCLUSTER_COORDINATOR_CORE_CLOSURE_QUEUE_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "protos/worker.pb.h"
+
+namespace pscluster {
+
+struct Closure {
+  int64_t id = 0;
+  ClosureMode mode = TRAIN;
+  DataSplit split;
+  int attempts = 0;  // failed runs so far
+};
+
+class ClosureQueue {
+ public:
+  void Put(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until a closure is available (and marks it in flight), or returns
+  // nullopt once the queue is drained (empty, nothing in flight) or stopped.
+  std::optional<Closure> Get() ABSL_LOCKS_EXCLUDED(mu_);
+  // The closure Get() returned has finished.
+  void Done() ABSL_LOCKS_EXCLUDED(mu_);
+  // The closure Get() returned failed and will be retried: back to the tail.
+  void PutBack(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);
+  // The closure Get() returned failed for good: records the first error and
+  // stops the queue; queued closures are dropped.
+  void Fail(absl::Status error) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops the queue with `reason` (e.g. CANCELLED) unless an error is recorded.
+  void Stop(absl::Status reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until drained or stopped; returns the recorded error or OK.
+  absl::Status Wait() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.empty() && in_flight_ == 0;
+  }
+
+  absl::Mutex mu_;
+  std::deque<Closure> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COORDINATOR_CORE_CLOSURE_QUEUE_H_

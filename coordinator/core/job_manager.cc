@@ -1,0 +1,88 @@
+#include "coordinator/core/job_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pscluster {
+
+bool IsTerminal(JobState state) {
+  return state == SUCCEEDED || state == FAILED || state == CANCELLED;
+}
+
+JobManager::JobManager(std::vector<PsClient*> ps, std::vector<WorkerClient*> workers,
+                       JobRunnerOptions options)
+    : ps_(std::move(ps)), workers_(std::move(workers)), options_(std::move(options)) {}
+
+JobManager::~JobManager() {
+  std::map<std::string, Job> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, job] : jobs_) job.runner->Cancel();
+    jobs.swap(jobs_);
+  }
+  for (auto& [id, job] : jobs) {
+    if (job.thread.joinable()) job.thread.join();
+  }
+}
+
+absl::StatusOr<std::string> JobManager::Submit(const std::string& spec_yaml,
+                                               const std::string& spec_path) {
+  ASSIGN_OR_RETURN(JobSpec spec,
+                   ParseJobSpec(spec_yaml, spec_path.empty() ? "job.yaml" : spec_path));
+  if (spec.strategy != Strategy::kParameterServer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a coordinator runs strategy: parameter_server jobs; strategy: ", StrategyName(spec.strategy),
+        " runs in one process with `psctl local`"));
+  }
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, job] : jobs_) {
+    if (!IsTerminal(job.runner->Status().state())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job '", id, "' is still running; cancel it or wait for it to end"));
+    }
+  }
+  const std::string id = absl::StrCat(spec.name, "-", ++submitted_);
+  Job& job = jobs_[id];
+  job.runner = std::make_unique<JobRunner>(id, std::move(spec), ps_, workers_, options_);
+  JobRunner* runner = job.runner.get();
+  job.thread = std::thread([runner] { runner->Run().IgnoreError(); });
+  return id;
+}
+
+absl::StatusOr<JobRunner*> JobManager::Find(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  return it->second.runner.get();
+}
+
+absl::StatusOr<JobStatusProto> JobManager::Get(const std::string& job_id) {
+  ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
+  return runner->Status();
+}
+
+absl::Status JobManager::Watch(const std::string& job_id,
+                               const std::function<bool(const JobStatusProto&)>& on_update) {
+  ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
+  int64_t seen = -1;
+  while (true) {
+    JobStatusProto status;
+    seen = runner->WaitForChange(seen, absl::Seconds(1), &status);
+    if (!on_update(status) || IsTerminal(status.state())) return absl::OkStatus();
+  }
+}
+
+absl::Status JobManager::Cancel(const std::string& job_id) {
+  ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
+  runner->Cancel();
+  return absl::OkStatus();
+}
+
+std::vector<JobStatusProto> JobManager::List() {
+  absl::MutexLock lock(&mu_);
+  std::vector<JobStatusProto> out;
+  for (auto& [id, job] : jobs_) out.push_back(job.runner->Status());
+  return out;
+}
+
+}  // namespace pscluster

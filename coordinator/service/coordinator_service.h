@@ -1,0 +1,37 @@
+// CoordinatorService: the gRPC adapter for JobManager. Each handler is one
+// JobManager call. Thread-safe.
+#ifndef PSCLUSTER_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_
+#define PSCLUSTER_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_
+
+#include <memory>
+
+#include "coordinator/core/job_manager.h"
+#include "protos/coordinator.grpc.pb.h"
+#include "rpc/handler.h"
+
+namespace pscluster {
+
+class CoordinatorService final : public Coordinator::Service {
+ public:
+  // `jobs` is not owned and must outlive the service.
+  CoordinatorService(JobManager* jobs, std::shared_ptr<prometheus::Registry> registry);
+
+  grpc::Status SubmitJob(grpc::ServerContext* ctx, const SubmitJobRequest* request,
+                         SubmitJobResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* ctx, const GetJobRequest* request,
+                      JobStatusProto* response) override;
+  grpc::Status WatchJob(grpc::ServerContext* ctx, const WatchJobRequest* request,
+                        grpc::ServerWriter<JobStatusProto>* writer) override;
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const CancelJobRequest* request,
+                         CancelJobResponse* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const ListJobsRequest* request,
+                        ListJobsResponse* response) override;
+
+ private:
+  JobManager* jobs_;
+  RpcHandler handler_;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_

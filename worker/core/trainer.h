@@ -1,0 +1,93 @@
+// Trainer: a worker's side of a job. Runs closures — N training steps (or an
+// evaluation) over a data split — against the PS tasks that hold the model.
+//
+// Each training step pulls every variable (one fused request per PS), runs
+// forward and backward on the backend, and pushes the gradients (one fused
+// request per PS). Steps are asynchronous: other closures, here or on other
+// workers, update the same variables between this step's pull and push.
+//
+// Thread-safe: several closures may run at once; each borrows its own
+// backend and scratch buffers from a pool.
+#ifndef PSCLUSTER_WORKER_CORE_TRAINER_H_
+#define PSCLUSTER_WORKER_CORE_TRAINER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/job_spec.h"
+#include "common/ps_client.h"
+#include "common/tensor.h"
+#include "protos/worker.pb.h"
+#include "worker/core/backend.h"
+#include "worker/core/dataset.h"
+#include "worker/core/model.h"
+
+namespace pscluster {
+
+class Trainer {
+ public:
+  // Builds the trainer: loads the train and eval data named in `spec`,
+  // builds the model and checks that `placement` names a valid PS for every
+  // model variable. `ps[i]` is PS task i (owned). Errors: NOT_FOUND for a
+  // missing data file, INVALID_ARGUMENT for data that does not fit the model
+  // or a bad placement, FAILED_PRECONDITION for device: cuda without a GPU.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
+      const JobSpec& spec, std::vector<std::unique_ptr<PsClient>> ps,
+      const std::vector<VariablePlacementProto>& placement);
+
+  ~Trainer();
+
+  // Runs one closure. INVALID_ARGUMENT for a split outside the data set; PS
+  // errors are returned as they came (UNAVAILABLE when a PS is down). A
+  // failed closure may have pushed some of its steps.
+  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response);
+
+  const std::string& backend_name() const { return backend_name_; }
+  int64_t train_examples() const { return train_.count; }
+  int64_t eval_examples() const { return eval_.count; }
+
+ private:
+  // What one running closure owns.
+  struct Context {
+    std::unique_ptr<Backend> backend;
+    ModelScratch scratch;
+    std::vector<Tensor> params;
+    std::vector<Tensor> grads;
+    std::vector<float> batch_x;
+    std::vector<int32_t> batch_y;
+  };
+
+  Trainer() = default;
+  absl::StatusOr<std::unique_ptr<Context>> AcquireContext();
+  void ReleaseContext(std::unique_ptr<Context> ctx);
+  absl::Status Pull(Context* ctx);
+  absl::Status Push(const Context& ctx);
+  // Copies examples order[begin, end) into the context's batch buffers.
+  void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,
+              Context* ctx) const;
+  // The training order of `epoch`, computed once and cached for recent epochs.
+  std::shared_ptr<const std::vector<int64_t>> Order(int64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+
+  JobSpec spec_;
+  std::unique_ptr<Model> model_;
+  Dataset train_;
+  Dataset eval_;
+  std::vector<int64_t> eval_order_;
+  std::vector<std::unique_ptr<PsClient>> ps_;
+  // Variable indices held by each PS.
+  std::vector<std::vector<int>> vars_by_ps_;
+  std::string backend_name_;
+
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Context>> free_contexts_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_WORKER_CORE_TRAINER_H_

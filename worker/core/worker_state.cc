@@ -1,0 +1,62 @@
+#include "worker/core/worker_state.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
+
+namespace pscluster {
+
+WorkerState::WorkerState(PsClientFactory ps_client_factory)
+    : ps_client_factory_(std::move(ps_client_factory)) {}
+
+absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobResponse* response) {
+  absl::MutexLock setup_lock(&setup_mu_);
+  const std::string fingerprint = request.SerializeAsString();
+  {
+    absl::MutexLock lock(&mu_);
+    if (trainer_ != nullptr && fingerprint == setup_fingerprint_) {
+      *response = setup_response_;
+      return absl::OkStatus();
+    }
+  }
+  if (request.job_id().empty()) return absl::InvalidArgumentError("SetupJob needs a job_id");
+  ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(request.spec_yaml(), request.job_id() + ".yaml"));
+  std::vector<std::unique_ptr<PsClient>> ps;
+  for (const std::string& address : request.ps_addresses()) ps.push_back(ps_client_factory_(address));
+  std::vector<VariablePlacementProto> placement(request.placement().begin(),
+                                                request.placement().end());
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                   Trainer::Create(spec, std::move(ps), placement));
+  response->set_backend(trainer->backend_name());
+  response->set_train_examples(trainer->train_examples());
+  response->set_eval_examples(trainer->eval_examples());
+  absl::MutexLock lock(&mu_);
+  job_id_ = request.job_id();
+  setup_fingerprint_ = fingerprint;
+  setup_response_ = *response;
+  trainer_ = std::move(trainer);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerState::RunClosure(const RunClosureRequest& request,
+                                     RunClosureResponse* response) {
+  std::shared_ptr<Trainer> trainer;
+  {
+    absl::MutexLock lock(&mu_);
+    if (trainer_ == nullptr || request.job_id() != job_id_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job '", request.job_id(), "' is not set up on this worker",
+          job_id_.empty() ? "" : absl::StrCat(" (it serves job '", job_id_, "')")));
+    }
+    trainer = trainer_;
+  }
+  return trainer->RunClosure(request, response);
+}
+
+absl::Status WorkerState::Ping(const PingRequest&, PingResponse* response) {
+  absl::MutexLock lock(&mu_);
+  response->set_job_id(job_id_);
+  return absl::OkStatus();
+}
+
+}  // namespace pscluster

@@ -1,0 +1,51 @@
+// WorkerState: the job a worker serves, behind the Worker RPCs.
+//
+// SetupJob builds a Trainer for a job (model, data, PS connections);
+// RunClosure runs closures on it. Re-sending SetupJob for the job that is
+// already set up is a no-op, so a coordinator can always set up a worker that
+// it reconnects to. Thread-safe; closures run concurrently.
+#ifndef PSCLUSTER_WORKER_CORE_WORKER_STATE_H_
+#define PSCLUSTER_WORKER_CORE_WORKER_STATE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/ps_client.h"
+#include "protos/worker.pb.h"
+#include "worker/core/trainer.h"
+
+namespace pscluster {
+
+class WorkerState {
+ public:
+  // Makes a client for the PS task at `address`.
+  using PsClientFactory = std::function<std::unique_ptr<PsClient>(const std::string& address)>;
+
+  explicit WorkerState(PsClientFactory ps_client_factory);
+
+  // INVALID_ARGUMENT for a bad spec (its message names file:line:column),
+  // plus Trainer::Create's errors.
+  absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // FAILED_PRECONDITION if `request.job_id` is not the job set up here.
+  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Ping(const PingRequest& request, PingResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  PsClientFactory ps_client_factory_;
+  absl::Mutex setup_mu_;  // serialises SetupJob calls; held while data loads
+  absl::Mutex mu_;
+  std::string job_id_ ABSL_GUARDED_BY(mu_);
+  std::string setup_fingerprint_ ABSL_GUARDED_BY(mu_);
+  SetupJobResponse setup_response_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Trainer> trainer_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_WORKER_CORE_WORKER_STATE_H_

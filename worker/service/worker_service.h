@@ -1,0 +1,33 @@
+// WorkerService: the gRPC adapter for a worker's WorkerState. Each handler is
+// one WorkerState call. Thread-safe.
+#ifndef PSCLUSTER_WORKER_SERVICE_WORKER_SERVICE_H_
+#define PSCLUSTER_WORKER_SERVICE_WORKER_SERVICE_H_
+
+#include <memory>
+
+#include "protos/worker.grpc.pb.h"
+#include "rpc/handler.h"
+#include "worker/core/worker_state.h"
+
+namespace pscluster {
+
+class WorkerService final : public Worker::Service {
+ public:
+  // `state` is not owned and must outlive the service.
+  WorkerService(WorkerState* state, std::shared_ptr<prometheus::Registry> registry);
+
+  grpc::Status SetupJob(grpc::ServerContext* ctx, const SetupJobRequest* request,
+                        SetupJobResponse* response) override;
+  grpc::Status RunClosure(grpc::ServerContext* ctx, const RunClosureRequest* request,
+                          RunClosureResponse* response) override;
+  grpc::Status Ping(grpc::ServerContext* ctx, const PingRequest* request,
+                    PingResponse* response) override;
+
+ private:
+  WorkerState* state_;
+  RpcHandler handler_;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_WORKER_SERVICE_WORKER_SERVICE_H_
