@@ -105,18 +105,18 @@ OptimizerSlots Optimizer::NewSlots(int64_t num_elements) const {
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerProto& p) {
   const std::string& t = p.type();
   if (t != "sgd" && t != "momentum" && t != "adagrad" && t != "adam") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown optimizer '", t, "' (expected sgd, momentum, adagrad or adam)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown optimizer '", t, "' (expected sgd, momentum, adagrad or adam)"));
   }
-  if (absl::Status s = CheckRange(t, "learning_rate", p.learning_rate(), p.learning_rate() > 0,
-                                  "> 0");
+  if (absl::Status s =
+          CheckRange(t, "learning_rate", p.learning_rate(), p.learning_rate() > 0, "> 0");
       !s.ok()) {
     return s;
   }
   if (t == "sgd") return std::make_unique<Sgd>(p.learning_rate());
   if (t == "momentum") {
-    if (absl::Status s = CheckRange(t, "momentum", p.momentum(), InUnitInterval(p.momentum()),
-                                    "in [0, 1)");
+    if (absl::Status s =
+            CheckRange(t, "momentum", p.momentum(), InUnitInterval(p.momentum()), "in [0, 1)");
         !s.ok()) {
       return s;
     }
@@ -131,13 +131,11 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerProt
         !s.ok()) {
       return s;
     }
-    return std::make_unique<Adagrad>(p.learning_rate(), p.initial_accumulator_value(),
-                                     p.epsilon());
+    return std::make_unique<Adagrad>(p.learning_rate(), p.initial_accumulator_value(), p.epsilon());
   }
   for (auto [field, value] : {std::pair<const char*, float>{"beta1", p.beta1()},
                               std::pair<const char*, float>{"beta2", p.beta2()}}) {
-    if (absl::Status s = CheckRange(t, field, value, InUnitInterval(value), "in [0, 1)");
-        !s.ok()) {
+    if (absl::Status s = CheckRange(t, field, value, InUnitInterval(value), "in [0, 1)"); !s.ok()) {
       return s;
     }
   }

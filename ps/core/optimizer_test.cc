@@ -27,7 +27,7 @@ OptimizerProto Proto(const std::string& type, float lr) {
 // Runs `grads` (one vector per step) through `proto` starting from `w`, and
 // returns the weights after each step.
 std::vector<std::vector<float>> RunSteps(const OptimizerProto& proto, std::vector<float> w,
-                                    const std::vector<std::vector<float>>& grads) {
+                                         const std::vector<std::vector<float>>& grads) {
   auto opt = Optimizer::Create(proto);
   EXPECT_TRUE(opt.ok()) << opt.status();
   OptimizerSlots slots = (*opt)->NewSlots(static_cast<int64_t>(w.size()));

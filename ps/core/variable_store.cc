@@ -77,17 +77,16 @@ absl::Status CheckSameSpec(const VariableSpecProto& existing, const VariableSpec
   const Shape want(wanted.shape().begin(), wanted.shape().end());
   if (have != want || existing.dtype() != wanted.dtype()) {
     return absl::AlreadyExistsError(absl::StrCat("variable '", wanted.name(),
-                                                 "' already exists with shape ",
-                                                 ShapeString(have), " (requested ",
-                                                 ShapeString(want), ")"));
+                                                 "' already exists with shape ", ShapeString(have),
+                                                 " (requested ", ShapeString(want), ")"));
   }
   if (!SameMessage(existing.initializer(), wanted.initializer())) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "variable '", wanted.name(), "' already exists with a different initializer"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("variable '", wanted.name(), "' already exists with a different initializer"));
   }
   if (!SameMessage(existing.optimizer(), wanted.optimizer())) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "variable '", wanted.name(), "' already exists with a different optimizer"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("variable '", wanted.name(), "' already exists with a different optimizer"));
   }
   return absl::OkStatus();
 }
@@ -252,7 +251,8 @@ absl::Status VariableStore::Stats(const StatsRequest& /*request*/, StatsResponse
     absl::ReaderMutexLock lock(&var->mu);
     s->set_parameter_bytes(static_cast<int64_t>(var->values.size() * sizeof(float)));
     int64_t slot_bytes = 0;
-    for (const auto& slot : var->slots) slot_bytes += static_cast<int64_t>(slot.size() * sizeof(float));
+    for (const auto& slot : var->slots)
+      slot_bytes += static_cast<int64_t>(slot.size() * sizeof(float));
     s->set_slot_bytes(slot_bytes);
     s->set_updates(var->updates);
   }

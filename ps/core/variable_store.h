@@ -84,8 +84,7 @@ class VariableStore {
   std::unique_ptr<Metrics> metrics_;  // Null without a registry.
 
   absl::Mutex map_mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Variable>> variables_
-      ABSL_GUARDED_BY(map_mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<Variable>> variables_ ABSL_GUARDED_BY(map_mu_);
 
   std::atomic<int64_t> applied_updates_{0};
 };

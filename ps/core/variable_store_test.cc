@@ -134,7 +134,8 @@ TEST(VariableStoreTest, CreateWithDifferentSpecIsAlreadyExists) {
   ASSERT_TRUE(Create(store, {Spec("w", {4})}).ok());
   absl::Status s = Create(store, {Spec("new", {1}), Spec("w", {5})});
   EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("'w'"), HasSubstr("[4]"), HasSubstr("[5]")));
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("'w'"), HasSubstr("[4]"), HasSubstr("[5]")));
   EXPECT_EQ(PullOne(store, "new").status().code(), absl::StatusCode::kNotFound);
 
   s = Create(store, {Spec("w", {4}, "adam", 0.001f)});

@@ -8,8 +8,7 @@
 namespace pscluster {
 
 GrpcPsClient::GrpcPsClient(Options options)
-    : options_(std::move(options)),
-      stub_(ParameterServer::NewStub(MakeChannel(options_.target))) {}
+    : options_(std::move(options)), stub_(ParameterServer::NewStub(MakeChannel(options_.target))) {}
 
 absl::Status GrpcPsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientContext*)> rpc) {
   grpc::ClientContext context;

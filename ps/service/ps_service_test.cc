@@ -111,9 +111,8 @@ TEST_F(PsServiceTest, PushPullRoundtrip) {
 TEST_F(PsServiceTest, ErrorsKeepTheirCodeAndTheServerKeepsServing) {
   absl::Status s = PushW({4}, 1.0f);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              AllOf(StartsWith("ps " + target_ + ": "), HasSubstr("'w'"), HasSubstr("[4]"),
-                    HasSubstr("[2, 2]")));
+  EXPECT_THAT(std::string(s.message()), AllOf(StartsWith("ps " + target_ + ": "), HasSubstr("'w'"),
+                                              HasSubstr("[4]"), HasSubstr("[2, 2]")));
 
   PullRequest req;
   req.add_names("missing");
