@@ -1,0 +1,131 @@
+#include "common/job_spec.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pscluster {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kGood[] = R"(name: mlp
+strategy: parameter_server
+device: cpu
+seed: 9
+model:
+  inputs: {dense: 784}
+  layers:
+    - dense: {units: 128, activation: relu}
+    - dense: {units: 10}
+optimizer: {type: momentum, learning_rate: 0.05, momentum: 0.8, nesterov: true}
+data:
+  train: {format: idx, images: tr.gz, labels: trl.gz, limit: 100}
+  eval: {images: te.gz, labels: tel.gz}
+  per_replica_batch: 32
+train: {epochs: 2, steps_per_closure: 5, closures_per_worker: 3}
+)";
+
+TEST(JobSpecTest, ParsesAFullSpec) {
+  auto spec = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "mlp");
+  EXPECT_EQ(spec->strategy, Strategy::kParameterServer);
+  EXPECT_EQ(spec->device, DevicePreference::kCpu);
+  EXPECT_EQ(spec->seed, 9u);
+  EXPECT_EQ(spec->model.dense_inputs, 784);
+  ASSERT_EQ(spec->model.layers.size(), 2u);
+  EXPECT_EQ(spec->model.layers[0].units, 128);
+  EXPECT_EQ(spec->model.layers[0].activation, Activation::kRelu);
+  EXPECT_EQ(spec->model.layers[1].activation, Activation::kNone);
+  EXPECT_EQ(spec->optimizer.type(), "momentum");
+  EXPECT_FLOAT_EQ(spec->optimizer.learning_rate(), 0.05f);
+  EXPECT_FLOAT_EQ(spec->optimizer.momentum(), 0.8f);
+  EXPECT_TRUE(spec->optimizer.nesterov());
+  EXPECT_EQ(spec->data.train.limit, 100);
+  EXPECT_EQ(spec->data.eval.format, "idx");
+  EXPECT_EQ(spec->data.per_replica_batch, 32);
+  EXPECT_EQ(spec->train.epochs, 2);
+  EXPECT_EQ(spec->train.closures_per_worker, 3);
+  EXPECT_EQ(spec->model.kernel_initializer.type(), "glorot_uniform");
+  EXPECT_EQ(spec->model.kernel_initializer.seed(), 9u);
+  EXPECT_EQ(spec->yaml, kGood);
+}
+
+TEST(JobSpecTest, StrategyIsOneField) {
+  std::string yaml = kGood;
+  yaml.replace(yaml.find("parameter_server"), 16, "one_device");
+  auto spec = ParseJobSpec(yaml, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->strategy, Strategy::kOneDevice);
+}
+
+// Each case: a YAML, and the "file:line:column: message" it must produce.
+struct BadCase {
+  const char* yaml;
+  const char* where;
+  const char* message;
+};
+
+class JobSpecErrorTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(JobSpecErrorTest, NamesLineColumnAndProblem) {
+  auto spec = ParseJobSpec(GetParam().yaml, "bad.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr(GetParam().where));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr(GetParam().message));
+}
+
+constexpr char kTail[] = R"(
+optimizer: {type: sgd}
+data:
+  train: {images: a, labels: b}
+  eval: {images: a, labels: b}
+)";
+
+std::string WithModel(const std::string& model) { return "model:\n" + model + kTail; }
+
+const std::string kUnknownLayer = WithModel("  inputs: {dense: 4}\n  layers:\n    - conv: {units: 3}\n");
+const std::string kBadUnits = WithModel("  inputs: {dense: 4}\n  layers:\n    - dense: {units: -3}\n");
+const std::string kUnitsType = WithModel("  inputs: {dense: 4}\n  layers:\n    - dense: {units: many}\n");
+const std::string kBadActivation =
+    WithModel("  inputs: {dense: 4}\n  layers:\n    - dense: {units: 3, activation: tanhh}\n");
+const std::string kBadOptimizer =
+    "model:\n  inputs: {dense: 4}\n  layers: [{dense: {units: 3}}]\noptimizer: {type: adamm}\n";
+const std::string kBadStrategy = "strategy: mirrored\n" + WithModel("  inputs: {dense: 4}\n  layers: [relu, {dense: {units: 2}}]\n");
+const std::string kTypo = WithModel("  inputs: {dense: 4}\n  layerz: []\n");
+const std::string kOptionForOtherOptimizer =
+    "model:\n  inputs: {dense: 4}\n  layers: [{dense: {units: 3}}]\noptimizer: {type: sgd, beta1: 0.9}\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, JobSpecErrorTest,
+    ::testing::Values(
+        BadCase{"name: [unclosed\n", "bad.yaml:", "end of sequence flow not found"},
+        BadCase{"name: x\n  model: 3\n bad: indentation\n", "bad.yaml:", "map"},
+        BadCase{"", "bad.yaml", "empty"},
+        BadCase{"- a list\n", "bad.yaml:1:1", "must be a mapping"},
+        BadCase{kUnknownLayer.c_str(), "bad.yaml:4:7", "unknown layer 'conv'"},
+        BadCase{kBadUnits.c_str(), "bad.yaml:4:22", "must be >= 1"},
+        BadCase{kUnitsType.c_str(), "bad.yaml:4:22", "must be an integer"},
+        BadCase{kBadActivation.c_str(), "bad.yaml:4:37", "unknown activation 'tanhh'"},
+        BadCase{kBadOptimizer.c_str(), "bad.yaml:4:19", "unknown optimizer 'adamm'"},
+        BadCase{kBadStrategy.c_str(), "bad.yaml:1:11", "unknown strategy 'mirrored'"},
+        BadCase{kTypo.c_str(), "bad.yaml:3:3", "unknown key 'layerz'"},
+        BadCase{kOptionForOtherOptimizer.c_str(), "bad.yaml:4:31", "has no option 'beta1'"},
+        BadCase{"model:\n  inputs: {dense: 4}\n", "bad.yaml:2:3", "missing required key 'layers'"}));
+
+TEST(JobSpecTest, MissingFileIsNotFound) {
+  auto spec = LoadJobSpec("/nonexistent/job.yaml");
+  EXPECT_TRUE(absl::IsNotFound(spec.status()));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("/nonexistent/job.yaml"));
+}
+
+TEST(JobSpecTest, ExampleJobsParse) {
+  for (const char* path : {"examples/fashion_mnist_mlp.yaml", "examples/fashion_mnist_mlp_one_device.yaml"}) {
+    auto spec = LoadJobSpec(path);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+  }
+}
+
+}  // namespace
+}  // namespace pscluster
