@@ -1,0 +1,278 @@
+#include "client/local_run.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "client/job_watch.h"
+#include "client/local_cluster.h"
+#include "client/progress.h"
+#include "client/result_json.h"
+#include "rpc/rpc_util.h"
+
+namespace pscluster {
+namespace {
+
+constexpr int kExitSucceeded = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitBadInput = 2;
+constexpr int kExitInterrupted = 130;
+constexpr int kLogTailLines = 20;
+constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+constexpr absl::Duration kStopGrace = absl::Seconds(5);
+
+sigset_t TerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// Returns a pending SIGINT/SIGTERM (consuming it), or 0 if none is pending.
+// Works because both are blocked in every thread (see RunParameterServerJob).
+int TakePendingSignal() {
+  const sigset_t set = TerminationSignals();
+  const timespec zero = {0, 0};
+  const int sig = sigtimedwait(&set, nullptr, &zero);
+  return sig > 0 ? sig : 0;
+}
+
+// The run directory; a temporary one is removed when this goes away.
+class RunDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<RunDir>> Create(const std::string& requested, bool keep) {
+    if (!requested.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(requested, ec);
+      if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot create --run_dir ", requested,
+                                                             ": ", ec.message()));
+      return std::unique_ptr<RunDir>(new RunDir(requested, /*remove=*/false));
+    }
+    std::string tmpl = "/tmp/psctl-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("mkdtemp ", tmpl, ": ", strerror(errno)));
+    }
+    return std::unique_ptr<RunDir>(new RunDir(tmpl, /*remove=*/!keep));
+  }
+  ~RunDir() {
+    std::error_code ec;
+    if (remove_) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  RunDir(std::string path, bool remove) : path_(std::move(path)), remove_(remove) {}
+  std::string path_;
+  bool remove_;
+};
+
+absl::Status ResolveBinary(std::string* path, const char* name, const char* package,
+                           const char* flag) {
+  if (!path->empty()) {
+    if (access(path->c_str(), X_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat("--", flag, "=", *path, " is not an executable"));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> found = FindSiblingBinary(name, package);
+  if (!found.ok()) {
+    return absl::NotFoundError(absl::StrCat(found.status().message(), "; pass --", flag));
+  }
+  *path = *found;
+  return absl::OkStatus();
+}
+
+std::chrono::milliseconds ToChrono(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+absl::Status CancelJob(Coordinator::Stub* stub, const std::string& job_id) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, ToChrono(kRpcTimeout));
+  CancelJobRequest request;
+  request.set_job_id(job_id);
+  CancelJobResponse response;
+  return FromGrpcStatus(stub->CancelJob(&ctx, request, &response));
+}
+
+// Prints the outcome: one JSON object, or the text summary, plus the error
+// on stderr when the job did not succeed.
+int Report(const RunResult& result, const LocalRunOptions& options, int exit_code) {
+  if (options.output == OutputFormat::kJson) {
+    std::printf("%s\n", RunResultJson(result).dump().c_str());
+  } else {
+    std::printf("%s", FormatSummary(result.status).c_str());
+    if (exit_code != kExitSucceeded && !result.status.error().empty()) {
+      std::fprintf(stderr, "psctl: %s\n", result.status.error().c_str());
+    }
+  }
+  std::fflush(stdout);
+  return exit_code;
+}
+
+}  // namespace
+
+int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
+  // Every thread started from here on (gRPC's included) inherits the mask,
+  // so SIGINT/SIGTERM stay pending until TakePendingSignal collects them.
+  const sigset_t signals = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const bool json = options.output == OutputFormat::kJson;
+  std::FILE* info = json ? stderr : stdout;
+  RunResult result;
+  result.strategy = StrategyName(spec.strategy);
+  result.ps = options.num_ps;
+  result.workers = options.num_workers;
+  result.status.set_name(spec.name);
+  auto fail = [&](JobState state, const std::string& error, int code) {
+    result.status.set_state(state);
+    result.status.set_error(error);
+    return Report(result, options, code);
+  };
+
+  LocalClusterOptions cluster_options;
+  cluster_options.num_ps = options.num_ps;
+  cluster_options.num_workers = options.num_workers;
+  cluster_options.ps_server_bin = options.ps_server_bin;
+  cluster_options.worker_server_bin = options.worker_server_bin;
+  cluster_options.coordinator_bin = options.coordinator_bin;
+  for (absl::Status s :
+       {ResolveBinary(&cluster_options.ps_server_bin, "ps_server", "ps", "ps_server_bin"),
+        ResolveBinary(&cluster_options.worker_server_bin, "worker_server", "worker",
+                      "worker_server_bin"),
+        ResolveBinary(&cluster_options.coordinator_bin, "coordinator", "coordinator",
+                      "coordinator_bin")}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "psctl: %s\n", std::string(s.message()).c_str());
+      return kExitBadInput;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<RunDir>> run_dir =
+      RunDir::Create(options.run_dir, options.keep_run_dir);
+  if (!run_dir.ok()) {
+    std::fprintf(stderr, "psctl: %s\n", std::string(run_dir.status().message()).c_str());
+    return kExitBadInput;
+  }
+  cluster_options.run_dir = (*run_dir)->path();
+  int signal_received = 0;
+  cluster_options.interrupted = [&signal_received] {
+    if (signal_received == 0) signal_received = TakePendingSignal();
+    return signal_received != 0;
+  };
+
+  absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(cluster_options);
+  if (!started.ok()) {
+    if (signal_received != 0) return fail(CANCELLED, "interrupted", kExitInterrupted);
+    return fail(FAILED, absl::StrCat("local cluster did not start: ", started.status().message()),
+                kExitFailed);
+  }
+  std::unique_ptr<LocalCluster> cluster = std::move(*started);
+  result.pids = cluster->pids();
+  std::fprintf(info, "psctl: cluster up: %d ps, %d workers, coordinator %s; logs in %s\n",
+               options.num_ps, options.num_workers, cluster->coordinator_address().c_str(),
+               cluster_options.run_dir.c_str());
+  std::fflush(info);
+
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(cluster->coordinator_address());
+  std::unique_ptr<Coordinator::Stub> stub = Coordinator::NewStub(channel);
+  SubmitJobRequest submit;
+  submit.set_spec_yaml(spec.yaml);
+  submit.set_spec_path(options.spec_path);
+  SubmitJobResponse submitted;
+  absl::Status s;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, ToChrono(kRpcTimeout));
+    s = FromGrpcStatus(stub->SubmitJob(&ctx, submit, &submitted));
+  }
+  if (!s.ok()) {
+    cluster->Stop(kStopGrace);
+    return fail(FAILED, absl::StrCat("SubmitJob: ", s.message()),
+                s.code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed);
+  }
+  const std::string job_id = submitted.job_id();
+  result.status.set_job_id(job_id);
+
+  ProgressPrinter printer(
+      json ? stderr : stdout,
+      !json && isatty(STDOUT_FILENO) ? ProgressPrinter::Mode::kBar : ProgressPrinter::Mode::kLines);
+  auto watch = std::make_unique<JobWatch>(stub.get(), job_id, [&printer](const JobStatusProto& st) {
+    printer.Update(st, absl::Now());
+  });
+
+  // Supervise: signals, children that die, the time limit.
+  const absl::Time start = absl::Now();
+  std::vector<std::string> child_failures;
+  std::string psctl_error;
+  int exit_code = kExitSucceeded;
+  bool cancel = false;
+  while (!watch->WaitFor(absl::Milliseconds(200))) {
+    if (cluster_options.interrupted()) {
+      psctl_error = absl::StrCat("interrupted by signal ", signal_received);
+      exit_code = kExitInterrupted;
+      cancel = true;
+    } else if (options.timeout_s > 0 && absl::Now() - start > absl::Seconds(options.timeout_s)) {
+      psctl_error = absl::StrCat("timed out after ", options.timeout_s, " s (--timeout_s)");
+      exit_code = kExitFailed;
+      cancel = true;
+    }
+    for (ChildProcess* child : cluster->CollectExited()) {
+      const std::string what =
+          absl::StrCat(child->name(), " (pid ", child->pid(), ") ", child->DescribeState());
+      child_failures.push_back(what);
+      std::fprintf(stderr, "\npsctl: %s during the job; last lines of %s:\n%s\n", what.c_str(),
+                   child->log_path().c_str(), child->LogTail(kLogTailLines).c_str());
+    }
+    if (cancel) break;
+  }
+  if (cancel) {
+    if (absl::Status c = CancelJob(stub.get(), job_id); !c.ok()) {
+      std::fprintf(stderr, "psctl: CancelJob: %s\n", std::string(c.message()).c_str());
+    }
+    // Give the coordinator a moment to report the cancelled state.
+    if (!watch->WaitFor(absl::Seconds(5))) watch->Cancel();
+    watch->WaitFor(absl::InfiniteDuration());
+  }
+  absl::StatusOr<JobStatusProto> final_status =
+      FinalStatus(stub.get(), job_id, *watch, absl::Seconds(5));
+  const std::optional<JobStatusProto> last = watch->last();
+  watch.reset();  // joins the watch thread: the printer is ours again
+  printer.Finish();
+  cluster->Stop(kStopGrace);
+
+  if (final_status.ok()) {
+    result.status = *final_status;
+  } else {
+    if (last) result.status = *last;
+    result.status.set_state(exit_code == kExitInterrupted ? CANCELLED : FAILED);
+    psctl_error = absl::StrCat(psctl_error.empty() ? "" : psctl_error + "; ",
+                               "lost the coordinator: ", final_status.status().message());
+  }
+  if (exit_code == kExitSucceeded && result.status.state() != SUCCEEDED) exit_code = kExitFailed;
+  if (exit_code == kExitInterrupted && !IsFinalState(result.status.state())) {
+    result.status.set_state(CANCELLED);
+  }
+  std::vector<std::string> errors;
+  if (!psctl_error.empty()) errors.push_back(psctl_error);
+  if (!result.status.error().empty()) errors.push_back(result.status.error());
+  if (exit_code != kExitSucceeded && !child_failures.empty()) {
+    errors.push_back(absl::StrCat("exited during the job: ", absl::StrJoin(child_failures, ", ")));
+  }
+  result.status.set_error(absl::StrJoin(errors, "; "));
+  return Report(result, options, exit_code);
+}
+
+}  // namespace pscluster

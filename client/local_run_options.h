@@ -1,0 +1,37 @@
+// Options of `psctl local`, shared by the parameter-server path
+// (local_run.h) and the single-process path (one_device.h).
+#ifndef PSCLUSTER_CLIENT_LOCAL_RUN_OPTIONS_H_
+#define PSCLUSTER_CLIENT_LOCAL_RUN_OPTIONS_H_
+
+#include <string>
+
+namespace pscluster {
+
+enum class OutputFormat {
+  kText,  // progress (a bar on a TTY, else plain lines) and a summary on stdout
+  kJson,  // nothing on stdout but one JSON object at the end (result_json.h);
+          // progress lines go to stderr
+};
+
+struct LocalRunOptions {
+  // The job YAML's path as the user gave it (for messages and SubmitJob).
+  std::string spec_path;
+  // Cluster size (parameter_server only); both >= 1.
+  int num_ps = 2;
+  int num_workers = 2;
+  OutputFormat output = OutputFormat::kText;
+  // Logs and port files go here. Empty: a fresh /tmp/psctl-XXXXXX that is
+  // removed at exit unless keep_run_dir. A given directory is never removed.
+  std::string run_dir;
+  bool keep_run_dir = false;
+  // Cancel the job after this many seconds; 0 means no limit.
+  double timeout_s = 0;
+  // Server binaries; empty: found next to psctl (FindSiblingBinary).
+  std::string ps_server_bin;
+  std::string worker_server_bin;
+  std::string coordinator_bin;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_CLIENT_LOCAL_RUN_OPTIONS_H_

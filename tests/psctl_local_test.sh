@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# End-to-end tests of `psctl local` with the real servers.
+#
+# usage: psctl_local_test.sh train|kill9|bad_input PSCTL PS_SERVER WORKER_SERVER COORDINATOR
+#   train      trains on a Fashion-MNIST subset on 2 PS + 2 workers; checks the
+#              child processes, the JSON result, and that every child is gone
+#   kill9      kill -9 psctl mid-job; every child must die within 10 s
+#   bad_input  malformed specs and missing data files exit 2 with file:line:col
+# Every process the test starts is stopped by pid on exit.
+set -euo pipefail
+
+case_name="$1"
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+PSCTL="$(abs "$2")"
+PS_SERVER="$(abs "$3")"
+WORKER_SERVER="$(abs "$4")"
+COORDINATOR="$(abs "$5")"
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+DATA=/usr/share/datasets/fashion-mnist
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# Pids to SIGKILL on exit (psctl, its timeout wrapper, and its children).
+STARTED_PIDS=()
+cleanup() {
+  for pid in "${STARTED_PIDS[@]}"; do
+    kill -9 "$pid" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+
+for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
+         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
+done
+
+# write_job FILE EPOCHS TRAIN_LIMIT
+write_job() {
+  cat > "$1" <<YAML
+name: psctl-local-test
+strategy: parameter_server
+seed: 7
+model:
+  inputs: {dense: 784}
+  layers:
+    - dense: {units: 64, activation: relu}
+    - dense: {units: 10}
+optimizer: {type: adam, learning_rate: 0.002}
+data:
+  train:
+    images: $DATA/train-images-idx3-ubyte.gz
+    labels: $DATA/train-labels-idx1-ubyte.gz
+    limit: $3
+  eval:
+    images: $DATA/t10k-images-idx3-ubyte.gz
+    labels: $DATA/t10k-labels-idx1-ubyte.gz
+    limit: 2000
+  per_replica_batch: 64
+train: {epochs: $2, steps_per_closure: 10}
+YAML
+}
+
+BIN_FLAGS=(--ps_server_bin="$PS_SERVER" --worker_server_bin="$WORKER_SERVER"
+           --coordinator_bin="$COORDINATOR")
+
+# Starts `timeout 300 psctl local ARGS...` in the background; sets
+# TIMEOUT_PID and PSCTL_PID (the child of timeout).
+start_psctl() {
+  timeout 300 "$PSCTL" local "$@" "${BIN_FLAGS[@]}" > "$TMP/stdout" 2> "$TMP/stderr" &
+  TIMEOUT_PID=$!
+  STARTED_PIDS+=("$TIMEOUT_PID")
+  PSCTL_PID=""
+  for _ in $(seq 1 500); do
+    PSCTL_PID="$(pgrep -P "$TIMEOUT_PID" || true)"
+    [[ -n "$PSCTL_PID" ]] && break
+    sleep 0.01
+  done
+  [[ -n "$PSCTL_PID" ]] || fail "psctl did not start"
+  STARTED_PIDS+=("$PSCTL_PID")
+}
+
+# Records psctl's children as "pid name" lines in $TMP/children (union over
+# polls) until ps_server x2, worker_server x2 and coordinator were all seen,
+# psctl exited, or $1 seconds passed. Returns 0 if all were seen.
+watch_children() {
+  local deadline=$((SECONDS + $1))
+  : > "$TMP/children"
+  while ((SECONDS < deadline)); do
+    pgrep -l -P "$PSCTL_PID" >> "$TMP/children" || true
+    sort -u -o "$TMP/children" "$TMP/children"
+    for pid in $(cut -d' ' -f1 "$TMP/children"); do
+      [[ " ${STARTED_PIDS[*]} " == *" $pid "* ]] || STARTED_PIDS+=("$pid")
+    done
+    if (($(grep -c ' ps_server$' "$TMP/children") >= 2 &&
+         $(grep -c ' worker_server$' "$TMP/children") >= 2 &&
+         $(grep -c ' coordinator$' "$TMP/children") >= 1)); then
+      return 0
+    fi
+    kill -0 "$PSCTL_PID" 2>/dev/null || return 1
+    sleep 0.02
+  done
+  return 1
+}
+
+# True if the process is gone (or a zombie nobody has reaped yet).
+gone() {
+  [[ ! -e "/proc/$1/stat" ]] && return 0
+  local state
+  state="$(sed -E 's/^.*\) (.).*$/\1/' "/proc/$1/stat" 2>/dev/null || echo X)"
+  [[ "$state" == Z || "$state" == X ]]
+}
+
+show_logs() {
+  echo "--- psctl stdout:" >&2; cat "$TMP/stdout" >&2 || true
+  echo "--- psctl stderr:" >&2; cat "$TMP/stderr" >&2 || true
+}
+
+test_train() {
+  write_job "$TMP/job.yaml" 1 6000
+  start_psctl "$TMP/job.yaml" --ps 2 --workers 2 --output json
+  if ! watch_children 240; then
+    show_logs
+    echo "children seen:" >&2; cat "$TMP/children" >&2
+    fail "did not see 2 ps_server, 2 worker_server and a coordinator as children of psctl"
+  fi
+  echo "children of psctl ($PSCTL_PID):"; cat "$TMP/children"
+  local rc=0
+  wait "$TIMEOUT_PID" || rc=$?
+  ((rc != 124)) || { show_logs; fail "psctl local did not finish within 300 s"; }
+  ((rc == 0)) || { show_logs; fail "psctl local exited $rc"; }
+  cat "$TMP/stdout"
+  python3 - "$TMP/stdout" "$TMP/children" <<'PY' || { show_logs; fail "bad result"; }
+import json, os, sys
+text = open(sys.argv[1]).read()
+result = json.loads(text)  # raises unless stdout is exactly one JSON value
+assert isinstance(result, dict), "stdout is not a JSON object"
+assert result["state"] == "SUCCEEDED", result
+assert result["strategy"] == "parameter_server", result
+assert result["ps"] == 2 and result["workers"] == 2, result
+assert result["eval_accuracy"] > 0.5, "eval_accuracy %s <= 0.5" % result["eval_accuracy"]
+assert result["steps"] > 0 and result["examples"] >= 6000, result
+pids = result["pids"]
+assert len(pids["ps"]) == 2 and len(pids["worker"]) == 2 and pids["coordinator"] > 0, pids
+all_pids = pids["ps"] + pids["worker"] + [pids["coordinator"]]
+seen = {int(line.split()[0]) for line in open(sys.argv[2]) if line.strip()}
+assert seen <= set(all_pids), "children %s not in the reported pids %s" % (seen, all_pids)
+def gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+alive = [p for p in all_pids if not gone(p)]
+assert not alive, "still running after psctl exited: %s" % alive
+print("OK: eval_accuracy %.4f, %d steps, pids gone: %s" % (
+    result["eval_accuracy"], result["steps"], all_pids))
+PY
+}
+
+test_kill9() {
+  # Long enough that the job is still running when psctl is killed.
+  write_job "$TMP/job.yaml" 200 60000
+  start_psctl "$TMP/job.yaml" --ps 2 --workers 2
+  if ! watch_children 120; then
+    show_logs
+    fail "did not see the cluster start under psctl"
+  fi
+  local children
+  children="$(cut -d' ' -f1 "$TMP/children")"
+  kill -0 "$PSCTL_PID" 2>/dev/null || { show_logs; fail "psctl ended before it could be killed"; }
+  echo "kill -9 psctl ($PSCTL_PID); its children: $(echo $children)"
+  kill -9 "$PSCTL_PID"
+  wait "$TIMEOUT_PID" || true
+  local deadline=$((SECONDS + 10)) alive
+  while :; do
+    alive=""
+    for pid in $children; do
+      gone "$pid" || alive+=" $pid"
+    done
+    [[ -z "$alive" ]] && break
+    ((SECONDS < deadline)) || fail "children outlived kill -9 of psctl by 10 s:$alive"
+    sleep 0.1
+  done
+  echo "OK: all children gone"
+}
+
+# expect_bad_input FILE PATTERN: psctl exits 2 and stderr matches PATTERN.
+expect_bad_input() {
+  local rc=0
+  timeout 60 "$PSCTL" local "$1" --output json "${BIN_FLAGS[@]}" \
+    > "$TMP/stdout" 2> "$TMP/stderr" || rc=$?
+  ((rc == 2)) || { show_logs; fail "$1: expected exit 2, got $rc"; }
+  grep -Eq "$2" "$TMP/stderr" || { show_logs; fail "$1: stderr does not match '$2'"; }
+  [[ ! -s "$TMP/stdout" ]] || { show_logs; fail "$1: bad input must print nothing on stdout"; }
+  echo "OK: $(basename "$1"): $(head -1 "$TMP/stderr")"
+}
+
+test_bad_input() {
+  mkdir -p "$TMP/typo" "$TMP/indent" "$TMP/nodata"
+  write_job "$TMP/typo/job.yaml" 1 6000
+  sed -i 's/type: adam,/type: adamm,/' "$TMP/typo/job.yaml"
+  local line
+  line="$(grep -n 'adamm' "$TMP/typo/job.yaml" | cut -d: -f1)"
+  expect_bad_input "$TMP/typo/job.yaml" "job\\.yaml:$line:[0-9]+: .*adamm"
+
+  write_job "$TMP/indent/job.yaml" 1 6000
+  sed -i 's/^    - dense: {units: 10}/   - dense: {units: 10}/' "$TMP/indent/job.yaml"
+  expect_bad_input "$TMP/indent/job.yaml" 'job\.yaml:[0-9]+:[0-9]+: '
+
+  write_job "$TMP/nodata/job.yaml" 1 6000
+  sed -i "s|t10k-labels-idx1-ubyte.gz|no-such-labels.gz|" "$TMP/nodata/job.yaml"
+  expect_bad_input "$TMP/nodata/job.yaml" "^data file not found: $DATA/no-such-labels.gz\$"
+}
+
+case "$case_name" in
+  train) test_train ;;
+  kill9) test_kill9 ;;
+  bad_input) test_bad_input ;;
+  *) fail "unknown case $case_name" ;;
+esac
+echo PASS
