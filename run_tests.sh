@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs every test in the repository and ends with one line:
+#   N passed, N failed, N skipped
+# (test cases, summed over all test targets by tools/bazel_test_summary.py).
+# Exits non-zero if any test failed or bazel could not build or run them.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+./setup.sh
+
+work="$(mktemp -d /tmp/pscluster-tests.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+
+# The test targets `bazel test //...` runs (manual ones are skipped by it too).
+query_rc=0
+bazel query --keep_going 'tests(//...) except attr(tags, "manual", //...)' \
+  > "$work/targets" || query_rc=$?
+
+test_rc=0
+bazel test --keep_going --build_event_json_file="$work/bep.json" //... || test_rc=$?
+
+summary_rc=0
+python3 tools/bazel_test_summary.py \
+  --testlogs "$(bazel info bazel-testlogs)" \
+  --targets "$work/targets" \
+  --bep "$work/bep.json" \
+  --bazel_exit_code "$test_rc" > "$work/summary" || summary_rc=$?
+
+bazel shutdown || true
+
+if ((query_rc != 0)); then
+  echo "run_tests: bazel query failed ($query_rc)"
+fi
+# The summary's last line ("N passed, N failed, N skipped") closes the output.
+cat "$work/summary"
+if ((test_rc != 0 || summary_rc != 0 || query_rc != 0)); then
+  exit 1
+fi

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs everything pscluster needs to build and test on a fresh Debian 12,
+# as root. Idempotent: packages already installed are left alone, and
+# `apt-get update` runs only when something is missing. The CUDA toolkit
+# (nvcc, cudart, cuBLAS) is not a Debian 12 package: it must already be in
+# $CUDA_HOME or /usr/local/cuda.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libyaml-cpp-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  dataset-fashion-mnist python3 procps
+)
+
+installed() {
+  dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+}
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  if ((EUID != 0)); then
+    echo "setup: missing packages (${missing[*]}); run ./setup.sh as root" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#PACKAGES[@]} Debian packages are installed"
+fi
+
+nvcc=""
+for dir in ${CUDA_HOME:+"$CUDA_HOME"} /usr/local/cuda; do
+  if [[ -x "$dir/bin/nvcc" ]]; then
+    nvcc="$dir/bin/nvcc"
+    break
+  fi
+done
+if [[ -z "$nvcc" ]]; then
+  cat >&2 <<MSG
+setup: no CUDA toolkit found (looked for \$CUDA_HOME/bin/nvcc${CUDA_HOME:+ = $CUDA_HOME/bin/nvcc}
+       and /usr/local/cuda/bin/nvcc).
+       pscluster builds its CUDA backend everywhere (it runs only where a GPU exists),
+       so the build needs the CUDA toolkit: nvcc, cudart and cuBLAS. Install it from
+       NVIDIA (https://developer.nvidia.com/cuda-downloads) into /usr/local/cuda,
+       or set CUDA_HOME to where it is installed, then run ./setup.sh again.
+MSG
+  exit 1
+fi
+echo "setup: CUDA toolkit: $nvcc"
