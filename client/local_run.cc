@@ -114,6 +114,7 @@ int Report(const RunResult& result, const LocalRunOptions& options, int exit_cod
     std::printf("%s\n", RunResultJson(result).dump().c_str());
   } else {
     std::printf("%s", FormatSummary(result.status).c_str());
+    std::fflush(stdout);  // keep stdout and stderr in order when both are files
     if (exit_code != kExitSucceeded && !result.status.error().empty()) {
       std::fprintf(stderr, "psctl: %s\n", result.status.error().c_str());
     }

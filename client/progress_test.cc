@@ -116,6 +116,10 @@ TEST(ProgressPrinterTest, LinesAreThrottledButEveryEpochEndIsPrinted) {
   JobStatusProto pending;
   pending.set_state(PENDING);
   printer.Update(pending, t0 - absl::Seconds(5));  // nothing to show yet
+  JobStatusProto starting = Running();
+  starting.set_steps(0);
+  starting.set_total_steps(0);
+  printer.Update(starting, t0 - absl::Seconds(3));  // size not known yet
   printer.Update(s, t0);                           // first: printed
   printer.Update(s, t0 + absl::Milliseconds(500));  // throttled
   printer.Update(s, t0 + absl::Seconds(1));         // throttled

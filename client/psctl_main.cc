@@ -183,10 +183,10 @@ int List(Coordinator::Stub* stub, OutputFormat output) {
     std::printf("%s\n", ToJson(response).c_str());
     return kExitOk;
   }
-  std::printf("%-16s %-24s %-10s %-7s %-13s %-8s %s\n", "JOB_ID", "NAME", "STATE", "EPOCH",
+  std::printf("%-28s %-24s %-10s %-7s %-13s %-8s %s\n", "JOB_ID", "NAME", "STATE", "EPOCH",
               "STEPS", "LOSS", "EVAL_ACC");
   for (const JobStatusProto& j : response.jobs()) {
-    std::printf("%-16s %-24s %-10s %-7s %-13s %-8.4f %s\n", j.job_id().c_str(), j.name().c_str(),
+    std::printf("%-28s %-24s %-10s %-7s %-13s %-8.4f %s\n", j.job_id().c_str(), j.name().c_str(),
                 JobStateName(j.state()).c_str(),
                 absl::StrCat(j.epoch(), "/", j.total_epochs()).c_str(),
                 absl::StrCat(j.steps(), "/", j.total_steps()).c_str(), j.train_loss(),
