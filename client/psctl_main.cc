@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "client/job_watch.h"
 #include "client/local_run.h"
+#include "client/one_device.h"
 #include "client/local_run_options.h"
 #include "client/progress.h"
 #include "common/job_spec.h"
@@ -137,10 +138,7 @@ int RunLocal(const std::vector<char*>& args) {
   absl::StatusOr<JobSpec> spec = LoadAndCheckSpec(options.spec_path);
   if (!spec.ok()) return kExitUsage;
   if (spec->strategy == Strategy::kOneDevice) {
-    // Hook for the single-process path: `return RunOneDevice(*spec, options);`
-    // (client/one_device.h, target //client:one_device).
-    std::fprintf(stderr, "psctl: strategy one_device is not built into this psctl yet\n");
-    return kExitUsage;
+    return RunOneDevice(*spec, options);
   }
   return RunParameterServerJob(*spec, options);
 }

@@ -1,0 +1,108 @@
+#include "client/one_device.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/progress.h"
+#include "client/result_json.h"
+#include "coordinator/core/job_runner.h"
+#include "coordinator/core/worker_client.h"
+#include "ps/core/in_process_ps_client.h"
+#include "ps/core/variable_store.h"
+#include "rpc/rpc_util.h"
+#include "worker/core/worker_state.h"
+
+namespace pscluster {
+namespace {
+
+// The coordinator's view of a worker living in this process: direct calls
+// into its WorkerState, no RPC.
+class InProcessWorkerClient final : public WorkerClient {
+ public:
+  explicit InProcessWorkerClient(WorkerState* state) : state_(state) {}
+  std::string address() const override { return "in-process"; }
+  absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override {
+    return state_->SetupJob(request, response);
+  }
+  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override {
+    return state_->RunClosure(request, response);
+  }
+  absl::Status Ping(const PingRequest& request, PingResponse* response) override {
+    return state_->Ping(request, response);
+  }
+
+ private:
+  WorkerState* state_;
+};
+
+}  // namespace
+
+int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
+  JobSpec spec = spec_in;
+  // One device runs one closure at a time, like TF's OneDeviceStrategy.
+  spec.train.closures_per_worker = 1;
+
+  // The same PS, worker and coordinator cores as a cluster, wired in process.
+  VariableStore store;
+  InProcessPsClient ps(&store);
+  WorkerState worker_state(
+      [&store](const std::string&) { return std::make_unique<InProcessPsClient>(&store); });
+  InProcessWorkerClient worker(&worker_state);
+  JobRunnerOptions runner_options;
+  runner_options.ps_addresses = {"in-process"};
+  JobRunner runner(absl::StrCat(spec.name, "-1"), spec, {&ps}, {&worker}, runner_options);
+
+  // SIGINT/SIGTERM cancel the job; closures in flight finish first.
+  bool interrupted = false;
+  absl::Mutex mu;
+  OnTerminationSignal([&] {
+    {
+      absl::MutexLock lock(&mu);
+      interrupted = true;
+    }
+    runner.Cancel();
+  });
+
+  std::thread run([&runner] { runner.Run().IgnoreError(); });
+  const bool json = options.output == OutputFormat::kJson;
+  std::FILE* progress_out = json ? stderr : stdout;
+  ProgressPrinter printer(progress_out,
+                          !json && isatty(fileno(stdout)) ? ProgressPrinter::Mode::kBar
+                                                          : ProgressPrinter::Mode::kLines);
+  const absl::Time deadline =
+      options.timeout_s > 0 ? absl::Now() + absl::Seconds(options.timeout_s) : absl::InfiniteFuture();
+  JobStatusProto status;
+  int64_t seen = -1;
+  while (true) {
+    seen = runner.WaitForChange(seen, absl::Milliseconds(500), &status);
+    printer.Update(status, absl::Now());
+    if (IsFinalState(status.state())) break;
+    if (absl::Now() > deadline) runner.Cancel();
+  }
+  run.join();
+  printer.Finish();
+  status = runner.Status();
+
+  if (json) {
+    RunResult result;
+    result.status = status;
+    result.strategy = "one_device";
+    result.ps = 0;
+    result.workers = 1;
+    std::cout << RunResultJson(result).dump() << std::endl;
+  } else {
+    std::cout << FormatSummary(status) << std::flush;
+  }
+  absl::MutexLock lock(&mu);
+  if (status.state() == SUCCEEDED) return 0;
+  if (interrupted) return 130;
+  if (!json) std::cerr << "psctl: job failed: " << status.error() << "\n";
+  return 1;
+}
+
+}  // namespace pscluster
