@@ -6,6 +6,8 @@
 #              child processes, the JSON result, and that every child is gone
 #   kill9      kill -9 psctl mid-job; every child must die within 10 s
 #   bad_input  malformed specs and missing data files exit 2 with file:line:col
+#   one_device the same job with strategy: one_device trains in psctl's own
+#              process (no children) to the accuracy of a 2 PS x 1 worker cluster
 # Every process the test starts is stopped by pid on exit.
 set -euo pipefail
 
@@ -37,11 +39,11 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
   [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
 done
 
-# write_job FILE EPOCHS TRAIN_LIMIT
+# write_job FILE EPOCHS TRAIN_LIMIT [STRATEGY]
 write_job() {
   cat > "$1" <<YAML
 name: psctl-local-test
-strategy: parameter_server
+strategy: ${4:-parameter_server}
 seed: 7
 model:
   inputs: {dense: 784}
@@ -59,7 +61,7 @@ data:
     labels: $DATA/t10k-labels-idx1-ubyte.gz
     limit: 2000
   per_replica_batch: 64
-train: {epochs: $2, steps_per_closure: 10}
+train: {epochs: $2, steps_per_closure: 10, closures_per_worker: 1}
 YAML
 }
 
@@ -187,6 +189,43 @@ test_kill9() {
   echo "OK: all children gone"
 }
 
+test_one_device() {
+  write_job "$TMP/one.yaml" 2 6000 one_device
+  write_job "$TMP/cluster.yaml" 2 6000 parameter_server
+  local rc=0
+  timeout 300 "$PSCTL" local "$TMP/one.yaml" --output json "${BIN_FLAGS[@]}" \
+    > "$TMP/one.json" 2> "$TMP/one.err" &
+  local pid=$!
+  STARTED_PIDS+=("$pid")
+  # One process: psctl (under timeout) starts no servers.
+  sleep 1
+  local inner
+  inner="$(pgrep -P "$pid" || true)"
+  if [[ -n "$inner" ]] && pgrep -P "$inner" > /dev/null; then
+    fail "strategy one_device started child processes: $(pgrep -a -P "$inner")"
+  fi
+  wait "$pid" || rc=$?
+  ((rc == 0)) || { cat "$TMP/one.err" >&2; fail "one_device run exited $rc"; }
+  rc=0
+  # One worker with one closure in flight applies the same updates in the same
+  # order as one device: over gRPC and across 2 PS, the result must match.
+  timeout 300 "$PSCTL" local "$TMP/cluster.yaml" --ps 2 --workers 1 --output json \
+    "${BIN_FLAGS[@]}" > "$TMP/cluster.json" 2> "$TMP/cluster.err" || rc=$?
+  ((rc == 0)) || { cat "$TMP/cluster.err" >&2; fail "cluster run exited $rc"; }
+  python3 - "$TMP/one.json" "$TMP/cluster.json" <<'PY' || fail "bad one_device result"
+import json, sys
+one = json.load(open(sys.argv[1]))
+cluster = json.load(open(sys.argv[2]))
+assert one["state"] == "SUCCEEDED" and one["strategy"] == "one_device", one
+assert "pids" not in one, one
+assert one["eval_accuracy"] > 0.6, one
+assert cluster["state"] == "SUCCEEDED" and cluster["workers"] == 1, cluster
+gap = abs(one["eval_accuracy"] - cluster["eval_accuracy"])
+assert gap < 0.005, "one_device %.4f vs cluster %.4f" % (one["eval_accuracy"], cluster["eval_accuracy"])
+print("OK: one_device %.4f, cluster %.4f" % (one["eval_accuracy"], cluster["eval_accuracy"]))
+PY
+}
+
 # expect_bad_input FILE PATTERN: psctl exits 2 and stderr matches PATTERN.
 expect_bad_input() {
   local rc=0
@@ -219,6 +258,7 @@ case "$case_name" in
   train) test_train ;;
   kill9) test_kill9 ;;
   bad_input) test_bad_input ;;
+  one_device) test_one_device ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo PASS
