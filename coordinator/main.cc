@@ -5,13 +5,13 @@
 //
 // Wiring only: flags, gRPC clients for the cluster, JobManager, the server.
 #include <prometheus/registry.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/core/job_manager.h"
@@ -19,31 +19,31 @@
 #include "coordinator/service/grpc_worker_client.h"
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
+#include "rpc/server_flags.h"
 
-ABSL_FLAG(std::string, address, "127.0.0.1:0", "host:port to serve on (port 0 picks a free one)");
-ABSL_FLAG(std::string, port_file, "", "write the bound port here once serving");
-ABSL_FLAG(std::string, metrics_address, "", "serve Prometheus /metrics here (empty: off)");
 ABSL_FLAG(std::vector<std::string>, ps, {}, "comma-separated host:port of the PS tasks");
 ABSL_FLAG(std::vector<std::string>, workers, {}, "comma-separated host:port of the workers");
 ABSL_FLAG(int, max_attempts, 5, "runs of one closure before its job fails");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Serves the pscluster coordinator.");
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::cerr << "coordinator: unexpected argument '" << rest[1] << "'\n";
-    return 2;
+  absl::StatusOr<pscluster::ServerOptions> options = pscluster::ParseServerCommandLine(argc, argv);
+  if (!options.ok()) {
+    std::cerr << "coordinator: " << options.status().message() << "\n";
+    return pscluster::kExitBadFlags;
   }
   const std::vector<std::string> ps_addresses = absl::GetFlag(FLAGS_ps);
   const std::vector<std::string> worker_addresses = absl::GetFlag(FLAGS_workers);
   if (ps_addresses.empty() || worker_addresses.empty()) {
     std::cerr << "coordinator: --ps and --workers must each name at least one host:port\n";
-    return 2;
+    return pscluster::kExitBadFlags;
   }
   if (absl::GetFlag(FLAGS_max_attempts) < 1) {
     std::cerr << "coordinator: --max_attempts must be >= 1\n";
-    return 2;
+    return pscluster::kExitBadFlags;
   }
+  // Logs go to stderr: stdout carries only the "listening on" line.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("coordinator"));
   pscluster::BlockTerminationSignals();
   auto registry = std::make_shared<prometheus::Registry>();
 
@@ -68,16 +68,13 @@ int main(int argc, char** argv) {
   auto jobs = std::make_unique<pscluster::JobManager>(ps, workers, runner_options);
   pscluster::CoordinatorService service(jobs.get(), registry);
 
-  pscluster::ServerOptions options;
-  options.address = absl::GetFlag(FLAGS_address);
-  options.port_file = absl::GetFlag(FLAGS_port_file);
-  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  auto server = pscluster::StartServer(options, {&service}, registry);
+  auto server = pscluster::StartServer(*options, {&service}, registry);
   if (!server.ok()) {
     std::cerr << "coordinator: " << server.status().message() << "\n";
     return 1;
   }
-  std::printf("coordinator listening on 127.0.0.1:%d\n", (*server)->port());
+  const std::string host = options->address.substr(0, options->address.rfind(':'));
+  std::printf("coordinator listening on %s:%d\n", host.c_str(), (*server)->port());
   std::fflush(stdout);
   spdlog::info("coordinator serving on port {} for {} PS and {} workers", (*server)->port(),
                ps.size(), workers.size());
