@@ -1,0 +1,185 @@
+#include "coordinator/core/job_runner.h"
+
+#include <map>
+#include <set>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ps/core/in_process_ps_client.h"
+#include "ps/core/variable_store.h"
+
+namespace pscluster {
+namespace {
+
+using ::testing::HasSubstr;
+
+JobSpec Spec(int epochs) {
+  auto spec = ParseJobSpec(R"(
+name: t
+model:
+  inputs: {dense: 4}
+  layers: [{dense: {units: 3}}]
+optimizer: {type: sgd}
+data:
+  train: {images: a, labels: b}
+  eval: {images: a, labels: b}
+  per_replica_batch: 10
+train: {epochs: 2, steps_per_closure: 3, closures_per_worker: 2}
+)",
+                           "t.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->train.epochs = epochs;
+  return *spec;
+}
+
+// A worker that records the splits it ran and fails on demand.
+class FakeWorker : public WorkerClient {
+ public:
+  FakeWorker(std::string name, int64_t train, int64_t eval)
+      : name_(std::move(name)), train_(train), eval_(eval) {}
+  std::string address() const override { return name_; }
+  absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    ++setups_;
+    placement_size_ = request.placement_size();
+    response->set_backend("fake");
+    response->set_train_examples(train_);
+    response->set_eval_examples(eval_);
+    return absl::OkStatus();
+  }
+  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    if (failures_left_ > 0) {
+      --failures_left_;
+      return failure_;
+    }
+    const DataSplit& s = request.split();
+    runs_[{request.mode(), s.epoch(), s.begin()}]++;
+    const int64_t n = s.end() - s.begin();
+    response->set_examples(n);
+    response->set_steps((n + 9) / 10);
+    response->set_loss_sum(0.5 * n);
+    response->set_correct(request.mode() == EVAL ? n / 2 : 0);
+    return absl::OkStatus();
+  }
+  absl::Status Ping(const PingRequest&, PingResponse*) override { return absl::OkStatus(); }
+
+  void FailNext(int n, absl::Status s) {
+    absl::MutexLock lock(&mu_);
+    failures_left_ = n;
+    failure_ = s;
+  }
+
+  std::string name_;
+  int64_t train_, eval_;
+  absl::Mutex mu_;
+  int failures_left_ = 0;
+  absl::Status failure_;
+  int setups_ = 0;
+  int placement_size_ = 0;
+  std::map<std::tuple<int, int64_t, int64_t>, int> runs_;
+};
+
+struct Cluster {
+  VariableStore store0, store1;
+  InProcessPsClient ps0{&store0}, ps1{&store1};
+  FakeWorker w0{"w0", 95, 20}, w1{"w1", 95, 20};
+};
+
+JobRunnerOptions FastRetries() {
+  JobRunnerOptions o;
+  o.retry_backoff = absl::Milliseconds(1);
+  o.eval_closure_examples = 7;
+  return o;
+}
+
+TEST(JobRunnerTest, RunsEverySplitOnceAndReportsProgress) {
+  Cluster c;
+  JobRunner runner("t-1", Spec(2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
+  ASSERT_TRUE(runner.Run().ok());
+  JobStatusProto s = runner.Status();
+  EXPECT_EQ(s.state(), SUCCEEDED);
+  EXPECT_EQ(s.examples(), 2 * 95);
+  // 95 examples in closures of 30: 3 full (3 steps each) + 5 (1 step).
+  EXPECT_EQ(s.total_steps(), 2 * 10);
+  EXPECT_EQ(s.steps(), 2 * 10);
+  ASSERT_EQ(s.epochs_size(), 2);
+  EXPECT_NEAR(s.epochs(1).eval_accuracy(), 9.0 / 20, 1e-9);  // 3+3+3+0 of 7,7,6
+  EXPECT_DOUBLE_EQ(s.train_loss(), 0.5);
+  // Variables were created round-robin on both PS.
+  StatsResponse st0, st1;
+  ASSERT_TRUE(c.ps0.Stats({}, &st0).ok());
+  ASSERT_TRUE(c.ps1.Stats({}, &st1).ok());
+  EXPECT_EQ(st0.variables_size(), 1);
+  EXPECT_EQ(st1.variables_size(), 1);
+  EXPECT_EQ(c.w0.placement_size_, 2);
+  // Every (mode, epoch, split) ran exactly once across the two workers.
+  std::map<std::tuple<int, int64_t, int64_t>, int> all = c.w0.runs_;
+  for (auto& [k, v] : c.w1.runs_) all[k] += v;
+  EXPECT_EQ(all.size(), 2u * (4 + 3));
+  for (auto& [k, v] : all) EXPECT_EQ(v, 1);
+}
+
+TEST(JobRunnerTest, UnavailableWorkerClosuresAreRetriedOnTheSameSplit) {
+  Cluster c;
+  c.w0.FailNext(3, absl::UnavailableError("connection refused"));
+  JobRunner runner("t-1", Spec(1), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
+  ASSERT_TRUE(runner.Run().ok());
+  std::map<std::tuple<int, int64_t, int64_t>, int> all = c.w0.runs_;
+  for (auto& [k, v] : c.w1.runs_) all[k] += v;
+  EXPECT_EQ(all.size(), 4u + 3u);
+  for (auto& [k, v] : all) EXPECT_EQ(v, 1);
+  EXPECT_EQ(runner.Status().examples(), 95);
+}
+
+TEST(JobRunnerTest, WorkerThatLostTheJobIsSetUpAgain) {
+  Cluster c;
+  c.w0.FailNext(1, absl::FailedPreconditionError("job 't-1' is not set up on this worker"));
+  JobRunner runner("t-1", Spec(1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  ASSERT_TRUE(runner.Run().ok());
+  EXPECT_EQ(c.w0.setups_, 2);
+}
+
+TEST(JobRunnerTest, ExhaustedRetriesFailTheJobNamingTheClosure) {
+  Cluster c;
+  c.w0.FailNext(1000, absl::UnavailableError("connection refused"));
+  JobRunnerOptions o = FastRetries();
+  o.max_attempts = 3;
+  JobRunner runner("t-1", Spec(1), {&c.ps0, &c.ps1}, {&c.w0}, o);
+  absl::Status s = runner.Run();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("training closure"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("failed after 3 attempt(s)"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("connection refused"));
+  EXPECT_EQ(runner.Status().state(), FAILED);
+}
+
+TEST(JobRunnerTest, NonRetryableErrorFailsAtOnce) {
+  Cluster c;
+  c.w0.FailNext(1, absl::InvalidArgumentError("split outside the data"));
+  JobRunner runner("t-1", Spec(1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  absl::Status s = runner.Run();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("after 1 attempt(s)"));
+}
+
+TEST(JobRunnerTest, WorkersDisagreeingOnTheDataFailSetup) {
+  Cluster c;
+  FakeWorker odd("w2", 90, 20);
+  JobRunner runner("t-1", Spec(1), {&c.ps0}, {&c.w0, &odd}, FastRetries());
+  absl::Status s = runner.Run();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("disagree"));
+}
+
+TEST(JobRunnerTest, CancelStopsTheJob) {
+  Cluster c;
+  JobRunner runner("t-1", Spec(1000), {&c.ps0}, {&c.w0}, FastRetries());
+  runner.Cancel();
+  EXPECT_TRUE(absl::IsCancelled(runner.Run()));
+  EXPECT_EQ(runner.Status().state(), CANCELLED);
+}
+
+}  // namespace
+}  // namespace pscluster
