@@ -1,6 +1,6 @@
 // coordinator: runs jobs on a cluster of PS tasks and workers.
 //
-//   coordinator --ps=HOST:PORT,... --workers=HOST:PORT,... \
+//   coordinator --ps=HOST:PORT,... --workers=HOST:PORT,...
 //       [--address=127.0.0.1:0] [--port_file=F] [--metrics_address=...]
 //
 // Wiring only: flags, gRPC clients for the cluster, JobManager, the server.
