@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-./setup.sh
-bazel build //client:psctl //ps:ps_server //worker:worker_server //coordinator:coordinator
+./setup.sh >&2   # keep stdout for psctl (e.g. --output json)
+bazel build //client:psctl //ps:ps_server //worker:worker_server //coordinator:coordinator >&2
 # .bazelrc sets --symlink_prefix=.bazel/, so outputs are under .bazel/bin.
 exec .bazel/bin/client/psctl local examples/fashion_mnist_mlp.yaml --ps 2 --workers 2 "$@"
