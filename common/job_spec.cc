@@ -142,11 +142,76 @@ LayerSpec ParseLayer(const YAML::Node& n, int index) {
        absl::StrCat("unknown layer '", kind, "' in ", where, " (expected dense or relu)"));
 }
 
+CategoricalFeatureSpec ParseCategorical(const YAML::Node& n, int index) {
+  const std::string where = absl::StrCat("model.inputs.categorical[", index, "]");
+  CheckKeys(n, where, {"name", "column", "vocab_size", "hashed", "embedding_dim", "combiner", "oov",
+                       "separator", "bucket_width", "max_rows", "eviction", "initializer"});
+  CategoricalFeatureSpec f;
+  f.name = Str(Required(n, "name", where), where + ".name");
+  if (f.name.empty()) Fail(n["name"], absl::StrCat(where, ".name must not be empty"));
+  f.column = n["column"] ? Str(n["column"], where + ".column") : f.name;
+  if (n["vocab_size"]) f.vocab_size = Int(n["vocab_size"], where + ".vocab_size", 1);
+  if (n["hashed"]) f.hashed = Bool(n["hashed"], where + ".hashed");
+  if ((f.vocab_size > 0) == f.hashed) {
+    Fail(n, absl::StrCat(where, " ('", f.name,
+                         "') needs exactly one of vocab_size: N (a fixed vocabulary) or hashed: true"));
+  }
+  if (n["embedding_dim"]) f.embedding_dim = Int(n["embedding_dim"], where + ".embedding_dim", 1);
+  if (YAML::Node c = n["combiner"]) {
+    const std::string v = Str(c, where + ".combiner");
+    if (v == "sum") f.combiner = Combiner::kSum;
+    else if (v == "mean") f.combiner = Combiner::kMean;
+    else Fail(c, absl::StrCat("unknown combiner '", v, "' (expected sum or mean)"));
+  }
+  if (YAML::Node o = n["oov"]) {
+    const std::string v = Str(o, where + ".oov");
+    if (v == "error") f.oov = OutOfVocabulary::kError;
+    else if (v == "hash") f.oov = OutOfVocabulary::kHash;
+    else Fail(o, absl::StrCat("unknown oov '", v, "' (expected error or hash)"));
+    if (f.hashed) Fail(o, absl::StrCat(where, ".oov applies to a fixed vocabulary only"));
+  }
+  if (n["separator"]) {
+    f.separator = Str(n["separator"], where + ".separator");
+    if (f.separator.empty()) Fail(n["separator"], absl::StrCat(where, ".separator must not be empty"));
+  }
+  if (n["bucket_width"]) {
+    f.bucket_width = Positive(n["bucket_width"], where + ".bucket_width");
+  }
+  if (n["max_rows"]) {
+    if (!f.hashed) Fail(n["max_rows"], absl::StrCat(where, ".max_rows applies to hashed features only"));
+    f.max_rows = Int(n["max_rows"], where + ".max_rows", 1);
+  }
+  if (YAML::Node e = n["eviction"]) {
+    const std::string v = Str(e, where + ".eviction");
+    if (v == "lfu") f.eviction = LFU;
+    else if (v == "age") f.eviction = AGE;
+    else Fail(e, absl::StrCat("unknown eviction '", v, "' (expected lfu or age)"));
+  }
+  f.initializer.set_type("random_uniform");
+  f.initializer.set_minval(-0.05f);
+  f.initializer.set_maxval(0.05f);
+  if (n["initializer"]) f.initializer = ParseInitializer(n["initializer"], where + ".initializer");
+  return f;
+}
+
 void ParseModel(const YAML::Node& n, ModelSpec* m) {
   CheckKeys(n, "model", {"inputs", "layers", "loss", "kernel_initializer", "bias_initializer"});
   YAML::Node inputs = Required(n, "inputs", "model");
-  CheckKeys(inputs, "model.inputs", {"dense"});
-  m->dense_inputs = Int(Required(inputs, "dense", "model.inputs"), "model.inputs.dense", 1);
+  CheckKeys(inputs, "model.inputs", {"dense", "categorical"});
+  if (inputs["dense"]) m->dense_inputs = Int(inputs["dense"], "model.inputs.dense", 0);
+  if (YAML::Node cats = inputs["categorical"]) {
+    if (!cats.IsSequence()) Fail(cats, "model.inputs.categorical must be a list of features");
+    std::set<std::string> names;
+    for (size_t i = 0; i < cats.size(); ++i) {
+      m->categorical.push_back(ParseCategorical(cats[i], static_cast<int>(i)));
+      if (!names.insert(m->categorical.back().name).second) {
+        Fail(cats[i], absl::StrCat("duplicate categorical feature '", m->categorical.back().name, "'"));
+      }
+    }
+  }
+  if (m->dense_inputs == 0 && m->categorical.empty()) {
+    Fail(inputs, "model.inputs needs dense: N (N >= 1) or at least one categorical feature");
+  }
   YAML::Node layers = Required(n, "layers", "model");
   if (!layers.IsSequence() || layers.size() == 0) {
     Fail(layers, "model.layers must be a non-empty list of layers");
@@ -157,9 +222,19 @@ void ParseModel(const YAML::Node& n, ModelSpec* m) {
   }
   if (n["loss"]) {
     m->loss = Str(n["loss"], "model.loss");
-    if (m->loss != "softmax_cross_entropy") {
-      Fail(n["loss"], absl::StrCat("unknown loss '", m->loss, "' (expected softmax_cross_entropy)"));
+    if (m->loss != "softmax_cross_entropy" && m->loss != "sigmoid_cross_entropy") {
+      Fail(n["loss"], absl::StrCat("unknown loss '", m->loss,
+                                   "' (expected softmax_cross_entropy or sigmoid_cross_entropy)"));
     }
+  }
+  const int64_t outputs = m->layers.back().units;
+  if (m->loss == "sigmoid_cross_entropy" && outputs != 1) {
+    Fail(layers[layers.size() - 1],
+         absl::StrCat("sigmoid_cross_entropy needs a last layer of 1 unit, not ", outputs));
+  }
+  if (m->loss == "softmax_cross_entropy" && outputs < 2) {
+    Fail(layers[layers.size() - 1],
+         "softmax_cross_entropy needs a last layer of at least 2 units (one per class)");
   }
   m->kernel_initializer.set_type("glorot_uniform");
   m->bias_initializer.set_type("zeros");
@@ -173,7 +248,8 @@ void ParseModel(const YAML::Node& n, ModelSpec* m) {
 
 void ParseOptimizer(const YAML::Node& n, OptimizerProto* o) {
   CheckKeys(n, "optimizer", {"type", "learning_rate", "momentum", "nesterov",
-                             "initial_accumulator_value", "beta1", "beta2", "epsilon"});
+                             "initial_accumulator_value", "beta1", "beta2", "epsilon",
+                             "learning_rate_power", "l1", "l2", "beta"});
   YAML::Node type = Required(n, "type", "optimizer");
   o->set_type(Str(type, "optimizer.type"));
   o->set_learning_rate(0.01f);
@@ -182,10 +258,12 @@ void ParseOptimizer(const YAML::Node& n, OptimizerProto* o) {
   o->set_beta1(0.9f);
   o->set_beta2(0.999f);
   o->set_epsilon(1e-7f);
+  o->set_learning_rate_power(-0.5f);
   if (o->type() == "adam") o->set_learning_rate(0.001f);
   const std::string& t = o->type();
-  if (t != "sgd" && t != "momentum" && t != "adagrad" && t != "adam") {
-    Fail(type, absl::StrCat("unknown optimizer '", t, "' (expected sgd, momentum, adagrad or adam)"));
+  if (t != "sgd" && t != "momentum" && t != "adagrad" && t != "adam" && t != "ftrl") {
+    Fail(type, absl::StrCat("unknown optimizer '", t,
+                            "' (expected sgd, momentum, adagrad, adam or ftrl)"));
   }
   auto only_for = [&](const char* key, std::initializer_list<const char*> types) {
     if (!n[key]) return false;
@@ -201,7 +279,7 @@ void ParseOptimizer(const YAML::Node& n, OptimizerProto* o) {
     o->set_momentum(static_cast<float>(m));
   }
   if (only_for("nesterov", {"momentum"})) o->set_nesterov(Bool(n["nesterov"], "optimizer.nesterov"));
-  if (only_for("initial_accumulator_value", {"adagrad"})) {
+  if (only_for("initial_accumulator_value", {"adagrad", "ftrl"})) {
     o->set_initial_accumulator_value(
         Positive(n["initial_accumulator_value"], "optimizer.initial_accumulator_value"));
   }
@@ -214,19 +292,153 @@ void ParseOptimizer(const YAML::Node& n, OptimizerProto* o) {
     }
   }
   if (only_for("epsilon", {"adam", "adagrad"})) o->set_epsilon(Positive(n["epsilon"], "optimizer.epsilon"));
+  if (only_for("learning_rate_power", {"ftrl"})) {
+    const double p = Num(n["learning_rate_power"], "optimizer.learning_rate_power");
+    if (p > 0) Fail(n["learning_rate_power"], "optimizer.learning_rate_power must be <= 0");
+    o->set_learning_rate_power(static_cast<float>(p));
+  }
+  for (const char* key : {"l1", "l2", "beta"}) {
+    if (only_for(key, {"ftrl"})) {
+      const double v = Num(n[key], absl::StrCat("optimizer.", key));
+      if (v < 0) Fail(n[key], absl::StrCat("optimizer.", key, " must be >= 0"));
+      const std::string k = key;
+      if (k == "l1") o->set_l1(static_cast<float>(v));
+      else if (k == "l2") o->set_l2(static_cast<float>(v));
+      else o->set_beta(static_cast<float>(v));
+    }
+  }
+}
+
+void ParseColumns(const YAML::Node& n, const std::string& where, DataSourceSpec* d) {
+  if (!n.IsSequence() || n.size() == 0) {
+    Fail(n, absl::StrCat(where, " must be a list of {name: type} (types: int, float, string)"));
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const YAML::Node c = n[i];
+    if (!c.IsMap() || c.size() != 1) {
+      Fail(c, absl::StrCat(where, "[", i, "] must be one {name: type}, e.g. {rating: float}"));
+    }
+    ColumnSpec col;
+    col.name = c.begin()->first.as<std::string>();
+    const std::string type = Str(c.begin()->second, absl::StrCat(where, "[", i, "]"));
+    if (type == "int") col.type = ColumnSpec::Type::kInt;
+    else if (type == "float") col.type = ColumnSpec::Type::kFloat;
+    else if (type == "string") col.type = ColumnSpec::Type::kString;
+    else Fail(c.begin()->second, absl::StrCat("unknown column type '", type, "' (expected int, float or string)"));
+    if (!names.insert(col.name).second) Fail(c, absl::StrCat("duplicate column '", col.name, "'"));
+    d->columns.push_back(col);
+  }
 }
 
 void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* d) {
-  CheckKeys(n, where, {"format", "images", "labels", "limit"});
-  if (n["format"]) {
-    d->format = Str(n["format"], where + ".format");
-    if (d->format != "idx") {
-      Fail(n["format"], absl::StrCat("unknown data format '", d->format, "' (expected idx)"));
+  ExpectMap(n, where);
+  if (n["format"]) d->format = Str(n["format"], where + ".format");
+  if (d->format == "idx") {
+    CheckKeys(n, where, {"format", "images", "labels", "limit"});
+    d->images = Str(Required(n, "images", where), where + ".images");
+    d->labels = Str(Required(n, "labels", where), where + ".labels");
+  } else if (d->format == "csv") {
+    CheckKeys(n, where, {"format", "path", "columns", "label", "dense_columns", "split", "limit"});
+    d->path = Str(Required(n, "path", where), where + ".path");
+    ParseColumns(Required(n, "columns", where), where + ".columns", d);
+    YAML::Node label = Required(n, "label", where);
+    CheckKeys(label, where + ".label", {"column", "threshold"});
+    d->label_column = Str(Required(label, "column", where + ".label"), where + ".label.column");
+    if (label["threshold"]) {
+      d->has_label_threshold = true;
+      d->label_threshold = Num(label["threshold"], where + ".label.threshold");
     }
+    auto known = [&](const std::string& column, const YAML::Node& at) {
+      for (const ColumnSpec& c : d->columns) {
+        if (c.name == column) return c;
+      }
+      Fail(at, absl::StrCat("column '", column, "' is not among ", where, ".columns"));
+    };
+    if (known(d->label_column, label["column"]).type == ColumnSpec::Type::kString) {
+      Fail(label["column"], "the label column must be int or float");
+    }
+    if (YAML::Node dense = n["dense_columns"]) {
+      if (!dense.IsSequence()) Fail(dense, absl::StrCat(where, ".dense_columns must be a list"));
+      for (size_t i = 0; i < dense.size(); ++i) {
+        const std::string c = Str(dense[i], absl::StrCat(where, ".dense_columns[", i, "]"));
+        if (known(c, dense[i]).type == ColumnSpec::Type::kString) {
+          Fail(dense[i], absl::StrCat("dense column '", c, "' must be int or float"));
+        }
+        d->dense_columns.push_back(c);
+      }
+    }
+    if (YAML::Node split = n["split"]) {
+      CheckKeys(split, where + ".split", {"holdout_fraction", "seed", "part"});
+      const double f = Num(Required(split, "holdout_fraction", where + ".split"),
+                           where + ".split.holdout_fraction");
+      if (!(f > 0 && f < 1)) Fail(split["holdout_fraction"], "holdout_fraction must be in (0, 1)");
+      d->holdout_fraction = f;
+      if (split["seed"]) d->holdout_seed = static_cast<uint64_t>(Int(split["seed"], where + ".split.seed", 0));
+      const std::string part = Str(Required(split, "part", where + ".split"), where + ".split.part");
+      if (part == "train") d->holdout_part = false;
+      else if (part == "holdout") d->holdout_part = true;
+      else Fail(split["part"], absl::StrCat("unknown split part '", part, "' (expected train or holdout)"));
+    }
+  } else if (d->format == "synthetic_ctr") {
+    CheckKeys(n, where, {"format", "num_examples", "id_space", "zipf_exponent", "seed", "limit"});
+    d->num_examples = Int(Required(n, "num_examples", where), where + ".num_examples", 1);
+    if (n["id_space"]) d->id_space = Int(n["id_space"], where + ".id_space", 1);
+    if (n["zipf_exponent"]) {
+      d->zipf_exponent = Positive(n["zipf_exponent"], where + ".zipf_exponent");
+    }
+    if (n["seed"]) d->seed = static_cast<uint64_t>(Int(n["seed"], where + ".seed", 0));
+  } else {
+    Fail(n["format"], absl::StrCat("unknown data format '", d->format,
+                                   "' (expected idx, csv or synthetic_ctr)"));
   }
-  d->images = Str(Required(n, "images", where), where + ".images");
-  d->labels = Str(Required(n, "labels", where), where + ".labels");
   if (n["limit"]) d->limit = Int(n["limit"], where + ".limit", 0);
+}
+
+PartitionerSpec ParsePartitioner(const YAML::Node& n) {
+  CheckKeys(n, "variable_partitioner",
+            {"type", "num_shards", "min_shard_bytes", "max_shard_bytes", "max_shards",
+             "bytes_per_string"});
+  YAML::Node type = Required(n, "type", "variable_partitioner");
+  const std::string t = Str(type, "variable_partitioner.type");
+  PartitionerSpec p;
+  auto only_for = [&](const char* key, const char* for_type) {
+    if (!n[key]) return false;
+    if (t != for_type && !(std::string(key) == "max_shards" && (t == "min_size" || t == "max_size"))) {
+      Fail(n[key], absl::StrCat("partitioner '", t, "' has no option '", key, "'"));
+    }
+    return true;
+  };
+  if (t == "none") {
+    p.type = PartitionerSpec::Type::kNone;
+  } else if (t == "fixed") {
+    p = PartitionerSpec::Fixed(Int(Required(n, "num_shards", "variable_partitioner"),
+                                   "variable_partitioner.num_shards", 1));
+  } else if (t == "min_size") {
+    p = PartitionerSpec::MinSize();
+    if (only_for("min_shard_bytes", "min_size")) {
+      p.min_shard_bytes = Int(n["min_shard_bytes"], "variable_partitioner.min_shard_bytes", 1);
+    }
+  } else if (t == "max_size") {
+    p = PartitionerSpec::MaxSize(Int(Required(n, "max_shard_bytes", "variable_partitioner"),
+                                     "variable_partitioner.max_shard_bytes", 1));
+  } else {
+    Fail(type, absl::StrCat("unknown partitioner '", t, "' (expected none, fixed, min_size or max_size)"));
+  }
+  if (t != "fixed") only_for("num_shards", "fixed");
+  if (t != "max_size") only_for("max_shard_bytes", "max_size");
+  if (t != "min_size") only_for("min_shard_bytes", "min_size");
+  if (n["max_shards"]) {
+    if (t != "min_size" && t != "max_size") {
+      Fail(n["max_shards"], absl::StrCat("partitioner '", t, "' has no option 'max_shards'"));
+    }
+    p.max_shards = Int(n["max_shards"], "variable_partitioner.max_shards", t == "max_size" ? 0 : 1);
+  }
+  if (n["bytes_per_string"]) {
+    p.bytes_per_string = Int(n["bytes_per_string"], "variable_partitioner.bytes_per_string", 1);
+  }
+  if (absl::Status s = ValidatePartitioner(p); !s.ok()) Fail(n, std::string(s.message()));
+  return p;
 }
 
 void ParseData(const YAML::Node& n, DataSpec* d) {
@@ -246,10 +458,51 @@ void ParseTrain(const YAML::Node& n, TrainSpec* t) {
   }
 }
 
+// The data must provide what the model's inputs need.
+void CheckInputs(const YAML::Node& root, const JobSpec& spec) {
+  for (const DataSourceSpec* d : {&spec.data.train, &spec.data.eval}) {
+    const YAML::Node at = root["data"];
+    if (d->format == "idx") {
+      if (!spec.model.categorical.empty()) {
+        Fail(at, "idx data has no categorical columns, but model.inputs.categorical is set");
+      }
+    } else if (d->format == "csv") {
+      if (static_cast<int64_t>(d->dense_columns.size()) != spec.model.dense_inputs) {
+        Fail(at, absl::StrCat("model.inputs.dense is ", spec.model.dense_inputs, " but the csv data names ",
+                              d->dense_columns.size(), " dense_columns"));
+      }
+      for (const CategoricalFeatureSpec& f : spec.model.categorical) {
+        bool found = false;
+        for (const ColumnSpec& c : d->columns) {
+          if (c.name != f.column) continue;
+          found = true;
+          if (!f.separator.empty() && c.type != ColumnSpec::Type::kString) {
+            Fail(at, absl::StrCat("feature '", f.name, "' has a separator but column '", c.name,
+                                  "' is not a string"));
+          }
+          if (f.bucket_width > 0 && c.type == ColumnSpec::Type::kString) {
+            Fail(at, absl::StrCat("feature '", f.name, "' is bucketized but column '", c.name,
+                                  "' is a string"));
+          }
+        }
+        if (!found) {
+          Fail(at, absl::StrCat("feature '", f.name, "' reads column '", f.column,
+                                "', which the csv data does not declare"));
+        }
+      }
+    } else if (d->format == "synthetic_ctr") {
+      if (spec.model.categorical.empty() || spec.model.loss != "sigmoid_cross_entropy") {
+        Fail(at, "synthetic_ctr data needs categorical inputs and sigmoid_cross_entropy");
+      }
+    }
+  }
+}
+
 JobSpec ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) Fail(root, "the job spec is empty");
   CheckKeys(root, "the job spec",
-            {"name", "strategy", "device", "seed", "model", "optimizer", "data", "train"});
+            {"name", "strategy", "device", "seed", "model", "optimizer", "variable_partitioner",
+             "data", "train"});
   JobSpec spec;
   spec.name = root["name"] ? Str(root["name"], "name") : "job";
   if (YAML::Node s = root["strategy"]) {
@@ -270,7 +523,9 @@ JobSpec ParseRoot(const YAML::Node& root) {
   spec.model.kernel_initializer.set_seed(spec.seed);
   spec.model.bias_initializer.set_seed(spec.seed);
   ParseOptimizer(Required(root, "optimizer", "the job spec"), &spec.optimizer);
+  if (root["variable_partitioner"]) spec.partitioner = ParsePartitioner(root["variable_partitioner"]);
   ParseData(Required(root, "data", "the job spec"), &spec.data);
+  CheckInputs(root, spec);
   if (root["train"]) ParseTrain(root["train"], &spec.train);
   return spec;
 }

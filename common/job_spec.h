@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/partitioner.h"
 #include "protos/ps.pb.h"
 
 namespace pscluster {
@@ -26,19 +27,87 @@ struct LayerSpec {
   Activation activation = Activation::kNone;  // kDense only
 };
 
+enum class Combiner { kSum, kMean };
+enum class OutOfVocabulary { kError, kHash };
+
+// A categorical input: each example has zero or more ids, each looked up in
+// an embedding table, combined into one [embedding_dim] vector.
+struct CategoricalFeatureSpec {
+  std::string name;
+  // The data column it reads (CSV); defaults to `name`.
+  std::string column;
+  // > 0: a fixed vocabulary: a [vocab_size, embedding_dim] variable, split
+  // by the job's partitioner; ids must lie in [0, vocab_size).
+  int64_t vocab_size = 0;
+  // true: ids are hashed into a dynamic hash table (one shard per PS) whose
+  // rows are created on first touch. Exactly one of vocab_size / hashed.
+  bool hashed = false;
+  int64_t embedding_dim = 8;
+  Combiner combiner = Combiner::kSum;
+  // Fixed vocabulary: an id outside [0, vocab_size) is an error, or is
+  // hashed into the vocabulary.
+  OutOfVocabulary oov = OutOfVocabulary::kError;
+  // Multi-valued string column: values separated by this (e.g. "|").
+  std::string separator;
+  // Numeric column bucketized: id = floor(value / bucket_width).
+  double bucket_width = 0;
+  // Hash table bound (0 = unbounded) and what it evicts past the bound.
+  int64_t max_rows = 0;
+  EvictionPolicy eviction = LFU;
+  // Default random_uniform(-0.05, 0.05), as Keras' Embedding.
+  InitializerProto initializer;
+};
+
 struct ModelSpec {
+  // Dense float inputs per example (may be 0 when categorical inputs exist).
   int64_t dense_inputs = 0;
+  std::vector<CategoricalFeatureSpec> categorical;
   std::vector<LayerSpec> layers;
+  // softmax_cross_entropy (multi-class, accuracy) or sigmoid_cross_entropy
+  // (binary: the last layer has 1 unit; AUC and logloss).
   std::string loss = "softmax_cross_entropy";
   InitializerProto kernel_initializer;  // default glorot_uniform
   InitializerProto bias_initializer;    // default zeros
 };
 
+struct ColumnSpec {
+  enum class Type { kInt, kFloat, kString };
+  std::string name;
+  Type type = Type::kString;
+};
+
 struct DataSourceSpec {
+  // idx (MNIST-style image/label files), csv, or synthetic_ctr.
   std::string format = "idx";
+  // idx
   std::string images;
   std::string labels;
-  int64_t limit = 0;  // use only the first `limit` examples; 0 = all
+  // csv: a header row naming `columns` (in file order, with their types);
+  // quoted fields may hold separators. Relative paths are relative to the
+  // reading process's working directory.
+  std::string path;
+  std::vector<ColumnSpec> columns;
+  std::string label_column;
+  // If set, label = (label_column value >= label_threshold); else the label
+  // column holds the class index.
+  bool has_label_threshold = false;
+  double label_threshold = 0;
+  // Numeric columns fed to the model as dense inputs, in this order.
+  std::vector<std::string> dense_columns;
+  // Holdout split of one file into train and eval: an example belongs to the
+  // holdout part when a seeded hash of its row number falls below
+  // `holdout_fraction`. `holdout_part` says which part this source reads.
+  double holdout_fraction = 0;
+  uint64_t holdout_seed = 0;
+  bool holdout_part = false;
+  // synthetic_ctr: seeded examples whose categorical ids follow a Zipf
+  // distribution over [0, id_space); for benchmarks, not accuracy claims.
+  int64_t num_examples = 0;
+  int64_t id_space = 10'000'000;
+  double zipf_exponent = 1.1;
+  uint64_t seed = 1;
+  // Use only the first `limit` examples; 0 = all.
+  int64_t limit = 0;
 };
 
 struct DataSpec {
@@ -62,6 +131,8 @@ struct JobSpec {
   uint64_t seed = 1;
   ModelSpec model;
   OptimizerProto optimizer;
+  // How variables are split along axis 0 over the PS tasks (TF's rules).
+  PartitionerSpec partitioner;
   DataSpec data;
   TrainSpec train;
   // The YAML this spec was parsed from; workers receive it verbatim.

@@ -1,12 +1,35 @@
 #include "common/model_variables.h"
 
+#include <xxhash.h>
+
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/tensor.h"
 
 namespace pscluster {
 
 std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec) {
   std::vector<VariableSpecProto> vars;
-  int64_t fan_in = spec.model.dense_inputs;
+  for (const CategoricalFeatureSpec& f : spec.model.categorical) {
+    VariableSpecProto table;
+    table.set_name("embedding/" + f.name);
+    table.set_dtype(DT_FLOAT32);
+    if (f.hashed) {
+      table.set_kind(HASH_TABLE);
+      table.add_shape(f.embedding_dim);
+      table.set_max_rows(f.max_rows);
+      table.set_eviction(f.eviction);
+    } else {
+      table.set_kind(DENSE);
+      table.add_shape(f.vocab_size);
+      table.add_shape(f.embedding_dim);
+    }
+    *table.mutable_initializer() = f.initializer;
+    table.mutable_initializer()->set_seed(spec.seed);
+    *table.mutable_optimizer() = spec.optimizer;
+    vars.push_back(std::move(table));
+  }
+  int64_t fan_in = ModelInputWidth(spec.model);
   int dense_index = 0;
   for (const LayerSpec& layer : spec.model.layers) {
     if (layer.kind != LayerSpec::Kind::kDense) continue;
@@ -31,10 +54,73 @@ std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec) {
   return vars;
 }
 
-std::vector<int> RoundRobinPlacement(size_t num_variables, int num_ps) {
-  std::vector<int> placement(num_variables);
-  for (size_t i = 0; i < num_variables; ++i) placement[i] = static_cast<int>(i % num_ps);
-  return placement;
+int64_t ModelInputWidth(const ModelSpec& model) {
+  int64_t width = model.dense_inputs;
+  for (const CategoricalFeatureSpec& f : model.categorical) width += f.embedding_dim;
+  return width;
+}
+
+bool IsRowAccessed(const VariableSpecProto& var) {
+  return var.kind() == HASH_TABLE || var.name().rfind("embedding/", 0) == 0;
+}
+
+int HashTableShard(uint64_t id, int num_shards) {
+  return static_cast<int>(XXH3_64bits(&id, sizeof(id)) % static_cast<uint64_t>(num_shards));
+}
+
+absl::StatusOr<VariablePlan> PlanVariables(const std::vector<VariableSpecProto>& vars,
+                                           const PartitionerSpec& partitioner, int num_ps) {
+  VariablePlan plan;
+  plan.per_ps.resize(num_ps);
+  RoundRobinPlacer placer(num_ps);
+  for (const VariableSpecProto& var : vars) {
+    VariablePlacementProto p;
+    p.set_name(var.name());
+    if (var.kind() == HASH_TABLE) {
+      for (int i = 0; i < num_ps; ++i) {
+        ShardProto* shard = p.add_shards();
+        shard->set_name(absl::StrCat(var.name(), "/part_", i));
+        shard->set_ps_index(i);
+        VariableSpecProto concrete = var;
+        concrete.set_name(shard->name());
+        *plan.per_ps[i].add_variables() = std::move(concrete);
+      }
+      plan.placement.push_back(std::move(p));
+      continue;
+    }
+    const Shape shape(var.shape().begin(), var.shape().end());
+    ASSIGN_OR_RETURN(std::vector<Shard> shards,
+                     placer.Place(var.name(), shape, sizeof(float), partitioner));
+    const bool partitioned = !(shards.size() == 1 && shards[0].name == var.name());
+    for (const Shard& s : shards) {
+      VariableSpecProto concrete = var;
+      concrete.set_name(s.name);
+      if (partitioned) {
+        concrete.set_shape(0, s.rows);
+        ShardProto* shard = p.add_shards();
+        shard->set_name(s.name);
+        shard->set_row_offset(s.row_offset);
+        shard->set_rows(s.rows);
+        shard->set_ps_index(s.ps_task);
+      } else {
+        p.set_ps_index(s.ps_task);
+      }
+      *plan.per_ps[s.ps_task].add_variables() = std::move(concrete);
+    }
+    plan.placement.push_back(std::move(p));
+  }
+  return plan;
+}
+
+std::string DescribePlacement(const VariableSpecProto& var,
+                              const VariablePlacementProto& placement) {
+  if (var.kind() == HASH_TABLE) {
+    return absl::StrCat("hash table: ", placement.shards_size(), " shards (one per PS), id -> shard by hash",
+                        var.max_rows() > 0 ? absl::StrCat(", at most ", var.max_rows(), " rows per shard")
+                                           : "");
+  }
+  if (placement.shards_size() == 0) return "not partitioned";
+  return absl::StrCat(placement.shards_size(), " shards along axis 0");
 }
 
 }  // namespace pscluster

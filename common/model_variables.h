@@ -1,27 +1,60 @@
-// The variables a job's model needs, and where they are placed.
+// The variables a job's model needs, and how they are laid out over the PS
+// tasks.
 //
-// Both the coordinator (which creates them on the PS tasks) and the worker
-// (which pulls them by name) derive them from the job spec through this one
-// function, so the two always agree on names and shapes.
+// Both the coordinator (which creates them) and the worker (which reads them)
+// derive them from the job spec through these functions, so the two always
+// agree on names, shapes and shards.
 #ifndef PSCLUSTER_COMMON_MODEL_VARIABLES_H_
 #define PSCLUSTER_COMMON_MODEL_VARIABLES_H_
 
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "common/job_spec.h"
+#include "common/partitioner.h"
 #include "protos/ps.pb.h"
+#include "protos/worker.pb.h"
 
 namespace pscluster {
 
-// Dense layer i owns "dense_<i>/kernel" [fan_in, units] and "dense_<i>/bias"
-// [units]; each carries the job's initializer and optimizer.
+// The logical variables, in creation order (as Keras builds the model):
+// first one embedding table per categorical feature, "embedding/<feature>" —
+// a DENSE [vocab_size, dim] variable for a fixed vocabulary, or a HASH_TABLE
+// whose shape is the row shape [dim] — then, for dense layer i,
+// "dense_<i>/kernel" [fan_in, units] and "dense_<i>/bias" [units]. Each
+// carries its initializer and the job's optimizer.
 std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec);
 
-// Places variables on `num_ps` tasks round-robin in creation order, as TF's
-// ParameterServerStrategy does without a partitioner. Returns one PS index
-// per variable. REQUIRES: num_ps >= 1.
-std::vector<int> RoundRobinPlacement(size_t num_variables, int num_ps);
+// Width of the first dense layer's input: dense inputs plus every
+// categorical feature's embedding_dim.
+int64_t ModelInputWidth(const ModelSpec& model);
+
+// True for variables read by row (embedding tables), false for those read
+// whole.
+bool IsRowAccessed(const VariableSpecProto& var);
+
+struct VariablePlan {
+  // One entry per logical variable, in ModelVariables order.
+  std::vector<VariablePlacementProto> placement;
+  // The concrete variables (whole variables or shards) each PS creates.
+  std::vector<CreateVariablesRequest> per_ps;
+};
+
+// Lays `vars` out over `num_ps` tasks with TF's rules: each DENSE variable is
+// split along axis 0 by `partitioner` into contiguous "div" shards named
+// "<name>/part_<i>", and variables and shards are placed round-robin in
+// creation order. A HASH_TABLE always gets one shard per PS,
+// "<name>/part_<i>" on PS i, and an id goes to shard HashTableShard(id, n).
+// INVALID_ARGUMENT from the partitioner. REQUIRES: num_ps >= 1.
+absl::StatusOr<VariablePlan> PlanVariables(const std::vector<VariableSpecProto>& vars,
+                                           const PartitionerSpec& partitioner, int num_ps);
+
+// The shard of a hash table with `num_shards` shards that owns `id`.
+int HashTableShard(uint64_t id, int num_shards);
+
+// The partitioner's decision for one variable, in words, for `describe`.
+std::string DescribePlacement(const VariableSpecProto& var, const VariablePlacementProto& placement);
 
 }  // namespace pscluster
 

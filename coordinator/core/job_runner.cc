@@ -75,24 +75,17 @@ void JobRunner::Cancel() {
 }
 
 absl::Status JobRunner::CreateVariables(std::vector<VariablePlacementProto>* placement) {
-  const std::vector<VariableSpecProto> vars = ModelVariables(spec_);
-  const std::vector<int> where = RoundRobinPlacement(vars.size(), static_cast<int>(ps_.size()));
-  std::vector<CreateVariablesRequest> requests(ps_.size());
-  for (size_t v = 0; v < vars.size(); ++v) {
-    *requests[where[v]].add_variables() = vars[v];
-    VariablePlacementProto p;
-    p.set_name(vars[v].name());
-    p.set_ps_index(where[v]);
-    placement->push_back(p);
-  }
+  ASSIGN_OR_RETURN(VariablePlan plan, PlanVariables(ModelVariables(spec_), spec_.partitioner,
+                                                    static_cast<int>(ps_.size())));
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (requests[p].variables_size() == 0) continue;
+    if (plan.per_ps[p].variables_size() == 0) continue;
     CreateVariablesResponse response;
-    absl::Status s = ps_[p]->CreateVariables(requests[p], &response);
+    absl::Status s = ps_[p]->CreateVariables(plan.per_ps[p], &response);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("creating variables on PS ", p, ": ", s.message()));
     }
   }
+  *placement = std::move(plan.placement);
   return absl::OkStatus();
 }
 
