@@ -10,10 +10,11 @@
 
 namespace pscluster {
 
-absl::StatusOr<Dataset> LoadDataset(const DataSourceSpec& source) {
+absl::StatusOr<Dataset> LoadDataset(const DataSourceSpec& source, const ModelSpec& model) {
   if (source.format != "idx") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown data format '", source.format, "'"));
+    return absl::UnimplementedError(absl::StrCat("data format '", source.format, "' cannot be read yet"));
   }
+  (void)model;
   ASSIGN_OR_RETURN(IdxImages images, ReadIdxImages(source.images, source.limit));
   ASSIGN_OR_RETURN(std::vector<uint8_t> labels, ReadIdxLabels(source.labels, source.limit));
   if (static_cast<int64_t>(labels.size()) != images.count) {

@@ -15,7 +15,17 @@
 
 namespace pscluster {
 
-// Dense features (float32, row-major [count, features]) with int32 class labels.
+// The ids of one categorical feature for every example: example i has
+// ids[offsets[i], offsets[i+1]) (possibly none). For a fixed vocabulary the
+// ids are row numbers in [0, vocab_size); for a hashed feature, hash-table keys.
+struct CategoricalColumn {
+  std::vector<int64_t> offsets;  // count + 1 entries, offsets[0] == 0
+  std::vector<uint64_t> ids;
+};
+
+// Examples: dense features (float32, row-major [count, features]), int32
+// labels (a class index; 0/1 for a binary model), and one CategoricalColumn
+// per model.inputs.categorical feature, in spec order.
 // Immutable after loading; safe to share across threads.
 struct Dataset {
   int64_t count = 0;
@@ -23,12 +33,18 @@ struct Dataset {
   int64_t num_classes = 0;  // 1 + the largest label
   std::vector<float> x;
   std::vector<int32_t> y;
+  std::vector<CategoricalColumn> categorical;
 };
 
-// Loads an idx image/label pair; pixels are scaled to [0, 1]. NOT_FOUND names a
-// missing file; INVALID_ARGUMENT names a malformed one or an image/label count
-// mismatch.
-absl::StatusOr<Dataset> LoadDataset(const DataSourceSpec& source);
+// Loads a data source for `model`:
+// - idx: an image/label pair; pixels scaled to [0, 1];
+// - csv: typed columns, label, dense columns and categorical features
+//   extracted as the model's CategoricalFeatureSpecs say;
+// - synthetic_ctr: seeded Zipf-distributed ids for the model's features.
+// NOT_FOUND names a missing file; INVALID_ARGUMENT names a malformed one
+// (file, line, column), an id outside a fixed vocabulary, or an image/label
+// count mismatch.
+absl::StatusOr<Dataset> LoadDataset(const DataSourceSpec& source, const ModelSpec& model);
 
 // The order of examples in `epoch`: a seeded shuffle, or 0..size-1 when
 // `shuffle` is false.

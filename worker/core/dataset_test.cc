@@ -29,7 +29,7 @@ TEST(LoadDatasetTest, MissingFileIsNamed) {
   DataSourceSpec src;
   src.images = "/nonexistent/images.gz";
   src.labels = "/nonexistent/labels.gz";
-  auto d = LoadDataset(src);
+  auto d = LoadDataset(src, ModelSpec());
   ASSERT_FALSE(d.ok());
   EXPECT_TRUE(absl::IsNotFound(d.status())) << d.status();
   EXPECT_NE(d.status().message().find("/nonexistent/images.gz"), std::string::npos);
@@ -41,7 +41,7 @@ TEST(LoadDatasetTest, RealFashionMnistTestSet) {
   src.labels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
   src.limit = 500;
   if (!std::ifstream(src.images).good()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  auto d = LoadDataset(src);
+  auto d = LoadDataset(src, ModelSpec());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->count, 500);
   EXPECT_EQ(d->features, 784);

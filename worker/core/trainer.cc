@@ -23,8 +23,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   auto t = std::unique_ptr<Trainer>(new Trainer());
   t->spec_ = spec;
   ASSIGN_OR_RETURN(t->model_, Model::Create(spec));
-  ASSIGN_OR_RETURN(t->train_, LoadDataset(spec.data.train));
-  ASSIGN_OR_RETURN(t->eval_, LoadDataset(spec.data.eval));
+  ASSIGN_OR_RETURN(t->train_, LoadDataset(spec.data.train, spec.model));
+  ASSIGN_OR_RETURN(t->eval_, LoadDataset(spec.data.eval, spec.model));
   for (const Dataset* d : {&t->train_, &t->eval_}) {
     const DataSourceSpec& src = d == &t->train_ ? spec.data.train : spec.data.eval;
     if (d->features != t->model_->input_size()) {
