@@ -13,6 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev
   dataset-fashion-mnist python3 procps
+  r-base-core r-cran-dslabs
 )
 
 installed() {
@@ -35,6 +36,30 @@ if ((${#missing[@]} > 0)); then
   apt-get install -y --no-install-recommends "${missing[@]}"
 else
   echo "setup: all ${#PACKAGES[@]} Debian packages are installed"
+fi
+
+# MovieLens ml-latest-small (100,004 ratings) ships inside r-cran-dslabs. Its
+# GroupLens terms forbid redistribution, so it is exported here into the
+# git-ignored data/ and never committed. The title column is dropped.
+movielens="$(dirname "$0")/data/movielens/movielens.csv"
+if [[ ! -s "$movielens" ]]; then
+  mkdir -p "$(dirname "$movielens")"
+  tmp="$(mktemp "$movielens.XXXXXX")"
+  trap 'rm -f "$tmp"' EXIT
+  Rscript -e 'data(movielens, package = "dslabs")' \
+          -e 'cols <- c("userId", "movieId", "rating", "timestamp", "year", "genres")' \
+          -e 'write.csv(movielens[, cols], commandArgs(TRUE)[1], row.names = FALSE)' \
+          "$tmp"
+  if (($(wc -l <"$tmp") < 2)); then
+    echo "setup: exporting MovieLens with Rscript wrote no rows" >&2
+    exit 1
+  fi
+  chmod 644 "$tmp"
+  mv "$tmp" "$movielens"
+  trap - EXIT
+  echo "setup: exported MovieLens ($(($(wc -l <"$movielens") - 1)) ratings) to $movielens"
+else
+  echo "setup: MovieLens is at $movielens ($(($(wc -l <"$movielens") - 1)) ratings)"
 fi
 
 nvcc=""
