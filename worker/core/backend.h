@@ -1,5 +1,5 @@
 // Backend: the dense math of a worker's forward and backward pass (GEMM,
-// bias, ReLU, softmax cross-entropy), implemented once for the CPU (OpenBLAS,
+// bias, ReLU, softmax and sigmoid cross-entropy), implemented once for the CPU (OpenBLAS,
 // cpu_backend.h) and once for CUDA (cuBLAS + small kernels, cuda_backend.h).
 // backend_factory.h picks one at run time from the job's `device:` setting.
 //
@@ -58,6 +58,17 @@ class Backend {
   virtual void SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* logits,
                                    const int32_t* labels, float* grad, double* loss_sum,
                                    int64_t* correct) = 0;
+
+  // Sigmoid (binary) cross-entropy of `rows` logits against 0/1 `labels`.
+  // If `grad` is not null, writes grad[r] = (sigmoid(logits[r]) - labels[r]) /
+  // rows, the gradient of the MEAN loss. Sets *loss_sum to the SUM of the
+  // per-row log-losses, computed stably as max(x, 0) - x * y + log1p(exp(-|x|))
+  // (finite for any finite logit), and *correct to the number of rows where
+  // (sigmoid(x) >= 0.5) == (label == 1).
+  // REQUIRES: every label is 0 or 1 (a backend aborts otherwise), loss_sum
+  // and correct non-null.
+  virtual void SigmoidCrossEntropy(int64_t rows, const float* logits, const int32_t* labels,
+                                   float* grad, double* loss_sum, int64_t* correct) = 0;
 };
 
 }  // namespace pscluster

@@ -53,6 +53,15 @@ double MeanLoss(Backend* backend, int64_t rows, int64_t cols, const std::vector<
   return loss_sum / static_cast<double>(rows);
 }
 
+double MeanSigmoidLoss(Backend* backend, const std::vector<float>& logits,
+                       const std::vector<int32_t>& labels) {
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  const int64_t rows = static_cast<int64_t>(logits.size());
+  backend->SigmoidCrossEntropy(rows, logits.data(), labels.data(), nullptr, &loss_sum, &correct);
+  return loss_sum / static_cast<double>(rows);
+}
+
 }  // namespace
 
 std::string BackendFactoryName(const ::testing::TestParamInfo<BackendFactory>& info) {
@@ -265,10 +274,97 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyCountsCorrectRows) {
   EXPECT_GT(loss_sum, 0.0);
 }
 
+TEST_P(BackendConformanceTest, SigmoidCrossEntropyHandValues) {
+  const float logits[] = {0.0f, 2.0f, -1.0f, 3.0f};
+  const int32_t labels[] = {1, 1, 0, 0};
+  std::vector<float> grad(4);
+  double loss_sum = 0;
+  int64_t correct = 0;
+  backend_->SigmoidCrossEntropy(4, logits, labels, grad.data(), &loss_sum, &correct);
+  auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  const double want = -std::log(sigmoid(0)) - std::log(sigmoid(2)) -
+                      std::log(1 - sigmoid(-1)) - std::log(1 - sigmoid(3));
+  EXPECT_NEAR(loss_sum, want, 1e-6);
+  // p >= 0.5 counts as positive: rows 0 (p = 0.5, label 1), 1 and 2 are right.
+  EXPECT_EQ(correct, 3);
+  EXPECT_NEAR(grad[0], (0.5 - 1) / 4, 1e-6);
+  EXPECT_NEAR(grad[1], (sigmoid(2) - 1) / 4, 1e-6);
+  EXPECT_NEAR(grad[2], sigmoid(-1) / 4, 1e-6);
+  EXPECT_NEAR(grad[3], sigmoid(3) / 4, 1e-6);
+}
+
+TEST_P(BackendConformanceTest, SigmoidCrossEntropyGradientMatchesFiniteDifferences) {
+  const int64_t rows = 9;
+  std::vector<float> logits = RandomVector(rows, 21, -4.0f, 4.0f);
+  const std::vector<int32_t> labels = {0, 1, 1, 0, 1, 0, 0, 1, 1};
+  std::vector<float> grad(rows);
+  double loss_sum = 0;
+  int64_t correct = 0;
+  backend_->SigmoidCrossEntropy(rows, logits.data(), labels.data(), grad.data(), &loss_sum,
+                                &correct);
+  EXPECT_NEAR(MeanSigmoidLoss(backend_.get(), logits, labels), loss_sum / rows, 1e-12);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float x = logits[i];
+    const float plus = x + 1e-2f;
+    const float minus = x - 1e-2f;
+    logits[i] = plus;
+    const double up = MeanSigmoidLoss(backend_.get(), logits, labels);
+    logits[i] = minus;
+    const double down = MeanSigmoidLoss(backend_.get(), logits, labels);
+    logits[i] = x;
+    const double numeric = (up - down) / (static_cast<double>(plus) - minus);
+    EXPECT_NEAR(grad[i], numeric, 1e-5) << "element " << i;
+  }
+}
+
+TEST_P(BackendConformanceTest, SigmoidCrossEntropyIsFiniteForExtremeLogits) {
+  const float logits[] = {1000.0f, -1000.0f, 1000.0f, -1000.0f, 80.0f, -80.0f};
+  const int32_t labels[] = {1, 0, 0, 1, 1, 1};
+  std::vector<float> grad(6);
+  double loss_sum = 0;
+  int64_t correct = 0;
+  backend_->SigmoidCrossEntropy(6, logits, labels, grad.data(), &loss_sum, &correct);
+  ASSERT_TRUE(std::isfinite(loss_sum));
+  // Right and confident rows cost ~0; wrong ones cost |x|.
+  EXPECT_NEAR(loss_sum, 1000.0 + 1000.0 + 80.0, 1e-3);
+  EXPECT_EQ(correct, 3);
+  for (float g : grad) EXPECT_TRUE(std::isfinite(g));
+  EXPECT_NEAR(grad[0], 0.0, 1e-7);
+  EXPECT_NEAR(grad[2], 1.0 / 6, 1e-6);
+  EXPECT_NEAR(grad[3], -1.0 / 6, 1e-6);
+  EXPECT_NEAR(grad[5], -1.0 / 6, 1e-6);
+}
+
+TEST_P(BackendConformanceTest, SigmoidCrossEntropyManyRows) {
+  // More rows than one block of threads.
+  const int64_t rows = 1000;
+  const std::vector<float> logits = RandomVector(rows, 5, -6.0f, 6.0f);
+  std::vector<int32_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r) labels[r] = static_cast<int32_t>(r % 3 == 0);
+  double want = 0;
+  int64_t want_correct = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double p = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[r])));
+    want -= labels[r] == 1 ? std::log(p) : std::log(1 - p);
+    if ((p >= 0.5) == (labels[r] == 1)) ++want_correct;
+  }
+  double loss_sum = 0;
+  int64_t correct = 0;
+  backend_->SigmoidCrossEntropy(rows, logits.data(), labels.data(), nullptr, &loss_sum,
+                                &correct);
+  EXPECT_NEAR(loss_sum, want, 1e-6 * rows);
+  EXPECT_EQ(correct, want_correct);
+}
+
 TEST_P(BackendConformanceTest, EmptyInputsAreNoOps) {
   double loss_sum = -1;
   int64_t correct = -1;
   backend_->SoftmaxCrossEntropy(0, 10, nullptr, nullptr, nullptr, &loss_sum, &correct);
+  EXPECT_EQ(loss_sum, 0.0);
+  EXPECT_EQ(correct, 0);
+  loss_sum = -1;
+  correct = -1;
+  backend_->SigmoidCrossEntropy(0, nullptr, nullptr, nullptr, &loss_sum, &correct);
   EXPECT_EQ(loss_sum, 0.0);
   EXPECT_EQ(correct, 0);
   backend_->Relu(0, nullptr);

@@ -89,6 +89,34 @@ class CpuBackend : public Backend {
     *loss_sum = total;
     *correct = hits;
   }
+
+  void SigmoidCrossEntropy(int64_t rows, const float* logits, const int32_t* labels, float* grad,
+                           double* loss_sum, int64_t* correct) override {
+    double total = 0.0;
+    int64_t hits = 0;
+    const float inv_rows = rows > 0 ? 1.0f / static_cast<float>(rows) : 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t label = labels[r];
+      if (label != 0 && label != 1) {
+        std::fprintf(stderr,
+                     "CpuBackend::SigmoidCrossEntropy: label %d of row %lld is not 0 or 1\n",
+                     label, static_cast<long long>(r));
+        std::abort();
+      }
+      const double x = logits[r];
+      total += std::max(x, 0.0) - x * label + std::log1p(std::exp(-std::fabs(x)));
+      // sigmoid(x) >= 0.5 exactly when x >= 0.
+      if ((x >= 0.0) == (label == 1)) ++hits;
+      if (grad != nullptr) {
+        // Stable sigmoid: never exponentiates a positive number.
+        const double e = std::exp(-std::fabs(x));
+        const double p = x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+        grad[r] = static_cast<float>(p - label) * inv_rows;
+      }
+    }
+    *loss_sum = total;
+    *correct = hits;
+  }
 };
 
 }  // namespace

@@ -106,6 +106,25 @@ __global__ void SoftmaxCrossEntropyKernel(int64_t rows, int64_t cols, const floa
   }
 }
 
+// One thread per row, as SoftmaxCrossEntropyKernel; see Backend for the math.
+__global__ void SigmoidCrossEntropyKernel(int64_t rows, const float* logits,
+                                          const int32_t* labels, float* grad, double* row_loss,
+                                          int32_t* row_correct) {
+  const float inv_rows = 1.0f / static_cast<float>(rows);
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x) {
+    const double x = logits[r];
+    const int32_t label = labels[r];
+    const double e = exp(-fabs(x));
+    row_loss[r] = fmax(x, 0.0) - x * label + log1p(e);
+    row_correct[r] = (x >= 0.0) == (label == 1) ? 1 : 0;
+    if (grad != nullptr) {
+      const double p = x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+      grad[r] = static_cast<float>(p - label) * inv_rows;
+    }
+  }
+}
+
 // A grow-only device allocation, reused across calls.
 class DeviceBuffer {
  public:
@@ -251,6 +270,46 @@ class CudaBackend : public Backend {
     ToHost(row_loss_.data(), d_loss, rows);
     ToHost(row_correct_.data(), d_correct, rows);
     if (grad != nullptr) ToHost(grad, d_grad, rows * cols);
+    Sync();
+    double total = 0.0;
+    int64_t hits = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      total += row_loss_[r];
+      hits += row_correct_[r];
+    }
+    *loss_sum = total;
+    *correct = hits;
+  }
+
+  void SigmoidCrossEntropy(int64_t rows, const float* logits, const int32_t* labels, float* grad,
+                           double* loss_sum, int64_t* correct) override {
+    *loss_sum = 0.0;
+    *correct = 0;
+    if (rows == 0) return;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (labels[r] != 0 && labels[r] != 1) {
+        std::fprintf(stderr,
+                     "CudaBackend::SigmoidCrossEntropy: label %d of row %lld is not 0 or 1\n",
+                     labels[r], static_cast<long long>(r));
+        std::abort();
+      }
+    }
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_logits = buf_[0].Get<float>(rows);
+    int32_t* d_labels = buf_[1].Get<int32_t>(rows);
+    float* d_grad = grad != nullptr ? buf_[2].Get<float>(rows) : nullptr;
+    double* d_loss = buf_[3].Get<double>(rows);
+    int32_t* d_correct = buf_[4].Get<int32_t>(rows);
+    ToDevice(d_logits, logits, rows);
+    ToDevice(d_labels, labels, rows);
+    SigmoidCrossEntropyKernel<<<Blocks(rows), kThreads, 0, stream_>>>(
+        rows, d_logits, d_labels, d_grad, d_loss, d_correct);
+    PS_CUDA_CHECK(cudaGetLastError());
+    row_loss_.resize(static_cast<size_t>(rows));
+    row_correct_.resize(static_cast<size_t>(rows));
+    ToHost(row_loss_.data(), d_loss, rows);
+    ToHost(row_correct_.data(), d_correct, rows);
+    if (grad != nullptr) ToHost(grad, d_grad, rows);
     Sync();
     double total = 0.0;
     int64_t hits = 0;
