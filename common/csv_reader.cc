@@ -1,0 +1,205 @@
+#include "common/csv_reader.h"
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace pscluster {
+namespace {
+
+constexpr size_t kBlockBytes = 1 << 20;
+
+const char* TypeName(ColumnSpec::Type t) {
+  switch (t) {
+    case ColumnSpec::Type::kInt:
+      return "an int";
+    case ColumnSpec::Type::kFloat:
+      return "a float";
+    case ColumnSpec::Type::kString:
+      return "a string";
+  }
+  return "?";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path,
+                                                           std::vector<ColumnSpec> columns) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open data file '", path, "': ", std::strerror(errno)));
+  }
+  std::unique_ptr<CsvReader> reader(new CsvReader(file, path, std::move(columns)));
+  ASSIGN_OR_RETURN(bool got, reader->ReadRecord());
+  if (!got) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the file is empty; expected a header row"));
+  }
+  std::vector<std::string> found;
+  for (size_t i = 0; i < reader->ends_.size(); ++i) {
+    const size_t begin = i == 0 ? 0 : reader->ends_[i - 1];
+    std::string name = reader->record_.substr(begin, reader->ends_[i] - begin);
+    // A UTF-8 byte order mark (spreadsheet exports) is not part of the name.
+    if (i == 0 && name.rfind("\xEF\xBB\xBF", 0) == 0) name.erase(0, 3);
+    found.push_back(std::move(name));
+  }
+  std::vector<std::string> expected;
+  for (const ColumnSpec& c : reader->columns_) expected.push_back(c.name);
+  if (found != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", reader->record_line_, ": the header has columns [", absl::StrJoin(found, ", "),
+        "] but the data source declares [", absl::StrJoin(expected, ", "),
+        "] (names and order must match)"));
+  }
+  return reader;
+}
+
+CsvReader::CsvReader(std::FILE* file, std::string path, std::vector<ColumnSpec> columns)
+    : file_(file),
+      path_(std::move(path)),
+      columns_(std::move(columns)),
+      buffer_(kBlockBytes),
+      fields_(columns_.size()) {}
+
+CsvReader::~CsvReader() { std::fclose(file_); }
+
+int CsvReader::ColumnIndex(absl::string_view name) const {
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    if (columns_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string CsvReader::Where() const { return absl::StrCat(path_, ":", record_line_, ": "); }
+
+void CsvReader::Fill() {
+  pos_ = 0;
+  size_ = std::fread(buffer_.data(), 1, buffer_.size(), file_);
+  if (size_ == 0) {
+    eof_ = true;
+    if (std::ferror(file_)) read_errno_ = errno != 0 ? errno : EIO;
+  }
+}
+
+inline int CsvReader::Peek() {
+  if (pos_ == size_) {
+    if (eof_) return -1;
+    Fill();
+    if (eof_) return -1;
+  }
+  return static_cast<unsigned char>(buffer_[pos_]);
+}
+
+inline int CsvReader::Get() {
+  const int c = Peek();
+  if (c != -1) {
+    ++pos_;
+    if (c == '\n') ++line_;
+  }
+  return c;
+}
+
+absl::StatusOr<bool> CsvReader::ReadRecord() {
+  while (true) {
+    record_.clear();
+    ends_.clear();
+    quoted_.clear();
+    record_line_ = line_;
+    int c = Get();
+    if (c == -1) break;
+    while (true) {
+      bool quoted = false;
+      if (c == '"') {
+        quoted = true;
+        while (true) {
+          c = Get();
+          if (c == -1) {
+            if (read_errno_ != 0) break;
+            return absl::InvalidArgumentError(absl::StrCat(
+                Where(), "a quoted field is not closed before the end of the file"));
+          }
+          if (c == '"') {
+            if (Peek() != '"') {
+              c = Get();
+              break;
+            }
+            Get();
+          }
+          record_.push_back(static_cast<char>(c));
+        }
+        if (c == '\r' && Peek() == '\n') c = Get();
+        if (c != ',' && c != '\n' && c != -1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path_, ":", line_, ": unexpected '", std::string(1, static_cast<char>(c)),
+              "' after a closing quote (a quote inside a quoted field is written \"\")"));
+        }
+      } else {
+        while (c != ',' && c != '\n' && c != -1) {
+          if (c == '\r' && Peek() == '\n') {
+            c = Get();
+            break;
+          }
+          record_.push_back(static_cast<char>(c));
+          c = Get();
+        }
+      }
+      ends_.push_back(record_.size());
+      quoted_.push_back(quoted);
+      if (c != ',') break;
+      c = Get();
+    }
+    if (read_errno_ != 0) break;
+    const bool blank = ends_.size() == 1 && !quoted_[0] && record_.empty();
+    if (!blank) return true;
+  }
+  if (read_errno_ != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read data file '", path_, "': ", std::strerror(read_errno_)));
+  }
+  return false;
+}
+
+absl::StatusOr<bool> CsvReader::Next() {
+  ASSIGN_OR_RETURN(bool got, ReadRecord());
+  if (!got) return false;
+  ++row_;
+  if (ends_.size() != columns_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(), "expected ", columns_.size(),
+                                                   " fields, found ", ends_.size()));
+  }
+  size_t begin = 0;
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    CsvField& f = fields_[i];
+    f.text = absl::string_view(record_).substr(begin, ends_[i] - begin);
+    begin = ends_[i];
+    f.missing = !quoted_[i] && (f.text.empty() || f.text == "NA");
+    f.int_value = 0;
+    f.float_value = 0;
+    if (f.missing) continue;
+    bool ok = true;
+    switch (columns_[i].type) {
+      case ColumnSpec::Type::kInt:
+        ok = absl::SimpleAtoi(f.text, &f.int_value);
+        break;
+      case ColumnSpec::Type::kFloat:
+        ok = absl::SimpleAtod(f.text, &f.float_value);
+        break;
+      case ColumnSpec::Type::kString:
+        break;
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(), "column '", columns_[i].name, "': '",
+                                                     f.text, "' is not ",
+                                                     TypeName(columns_[i].type)));
+    }
+  }
+  return true;
+}
+
+}  // namespace pscluster

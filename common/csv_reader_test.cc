@@ -1,0 +1,182 @@
+#include "common/csv_reader.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace pscluster {
+namespace {
+
+using Type = ColumnSpec::Type;
+
+std::string WriteFile(const std::string& name, const std::string& content) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+std::vector<ColumnSpec> Columns(std::vector<std::pair<std::string, Type>> cols) {
+  std::vector<ColumnSpec> out;
+  for (auto& [name, type] : cols) out.push_back(ColumnSpec{name, type});
+  return out;
+}
+
+TEST(CsvReaderTest, TypedFieldsQuotesAndCrlf) {
+  const std::string path = WriteFile(
+      "typed.csv",
+      "\"id\",\"score\",\"title\"\r\n"
+      "1,2.5,\"Hello, \"\"world\"\"\"\r\n"
+      "-7,1e-3,plain\r\n"
+      "3,4,\"two\r\nlines\"\r\n");
+  auto r = CsvReader::Open(path, Columns({{"id", Type::kInt}, {"score", Type::kFloat},
+                                          {"title", Type::kString}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  CsvReader& csv = **r;
+  ASSERT_TRUE(*csv.Next());
+  EXPECT_EQ(csv.row(), 0);
+  EXPECT_EQ(csv.line(), 2);
+  EXPECT_EQ(csv.field(0).int_value, 1);
+  EXPECT_DOUBLE_EQ(csv.field(1).float_value, 2.5);
+  EXPECT_EQ(csv.field(2).text, "Hello, \"world\"");
+  ASSERT_TRUE(*csv.Next());
+  EXPECT_EQ(csv.field(0).int_value, -7);
+  EXPECT_DOUBLE_EQ(csv.field(1).float_value, 1e-3);
+  EXPECT_EQ(csv.field(2).text, "plain");
+  ASSERT_TRUE(*csv.Next());
+  EXPECT_EQ(csv.line(), 4);
+  EXPECT_EQ(csv.field(2).text, "two\r\nlines");
+  EXPECT_FALSE(*csv.Next());
+  EXPECT_EQ(csv.ColumnIndex("score"), 1);
+  EXPECT_EQ(csv.ColumnIndex("nope"), -1);
+}
+
+TEST(CsvReaderTest, NaAndEmptyAreMissingButQuotedNaIsAString) {
+  const std::string path = WriteFile("na.csv",
+                                     "a,b,s\n"
+                                     "NA,,NA\n"
+                                     "1,2,\"NA\"\n"
+                                     "\n"
+                                     ",NA,\n"
+                                     "5,6,\"\"");  // no final newline
+  auto r = CsvReader::Open(path, Columns({{"a", Type::kInt}, {"b", Type::kFloat}, {"s", Type::kString}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  CsvReader& csv = **r;
+  ASSERT_TRUE(*csv.Next());
+  EXPECT_TRUE(csv.field(0).missing);
+  EXPECT_TRUE(csv.field(1).missing);
+  EXPECT_TRUE(csv.field(2).missing);
+  ASSERT_TRUE(*csv.Next());
+  EXPECT_FALSE(csv.field(0).missing);
+  EXPECT_FALSE(csv.field(2).missing);
+  EXPECT_EQ(csv.field(2).text, "NA");
+  ASSERT_TRUE(*csv.Next()) << "the blank line is skipped";
+  EXPECT_EQ(csv.row(), 2);
+  EXPECT_EQ(csv.line(), 5);
+  EXPECT_TRUE(csv.field(0).missing);
+  EXPECT_TRUE(csv.field(2).missing);
+  ASSERT_TRUE(*csv.Next());
+  EXPECT_EQ(csv.field(0).int_value, 5);
+  EXPECT_FALSE(csv.field(2).missing);
+  EXPECT_EQ(csv.field(2).text, "");
+  EXPECT_FALSE(*csv.Next());
+}
+
+TEST(CsvReaderTest, MalformedValueNamesFileLineAndColumn) {
+  const std::string path = WriteFile("bad.csv", "a,b\n1,2\n3,abc\n");
+  auto r = CsvReader::Open(path, Columns({{"a", Type::kInt}, {"b", Type::kInt}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(*(*r)->Next());
+  auto s = (*r)->Next();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
+  EXPECT_EQ(s.status().message(), path + ":3: column 'b': 'abc' is not an int");
+
+  const std::string floats = WriteFile("badf.csv", "x\n2.5.1\n");
+  r = CsvReader::Open(floats, Columns({{"x", Type::kFloat}}));
+  ASSERT_TRUE(r.ok());
+  s = (*r)->Next();
+  EXPECT_EQ(s.status().message(), floats + ":2: column 'x': '2.5.1' is not a float");
+
+  const std::string ints = WriteFile("badi.csv", "x\n2.5\n");
+  r = CsvReader::Open(ints, Columns({{"x", Type::kInt}}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE((*r)->Next().ok()) << "2.5 is not an int";
+}
+
+TEST(CsvReaderTest, WrongFieldCountAndBadQuotes) {
+  const std::string path = WriteFile("count.csv", "a,b\n1,2,3\n");
+  auto r = CsvReader::Open(path, Columns({{"a", Type::kInt}, {"b", Type::kInt}}));
+  ASSERT_TRUE(r.ok());
+  auto s = (*r)->Next();
+  EXPECT_EQ(s.status().message(), path + ":2: expected 2 fields, found 3");
+
+  const std::string unclosed = WriteFile("unclosed.csv", "a\n\"abc\n");
+  r = CsvReader::Open(unclosed, Columns({{"a", Type::kString}}));
+  ASSERT_TRUE(r.ok());
+  s = (*r)->Next();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("not closed"), std::string::npos) << s.status();
+
+  const std::string trailing = WriteFile("trailing.csv", "a\n\"abc\"x\n");
+  r = CsvReader::Open(trailing, Columns({{"a", Type::kString}}));
+  ASSERT_TRUE(r.ok());
+  s = (*r)->Next();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find(trailing + ":2: unexpected 'x'"), std::string::npos)
+      << s.status();
+}
+
+TEST(CsvReaderTest, HeaderMismatchListsExpectedAndFound) {
+  const std::string path = WriteFile("header.csv", "userId,movieId,rating\n1,2,3\n");
+  auto r = CsvReader::Open(path, Columns({{"userId", Type::kInt}, {"rating", Type::kFloat},
+                                          {"movieId", Type::kInt}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_EQ(r.status().message(),
+            path + ":1: the header has columns [userId, movieId, rating] but the data source "
+                   "declares [userId, rating, movieId] (names and order must match)");
+
+  const std::string empty = WriteFile("empty.csv", "");
+  r = CsvReader::Open(empty, Columns({{"a", Type::kInt}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+}
+
+TEST(CsvReaderTest, MissingFileIsNotFound) {
+  auto r = CsvReader::Open("/nonexistent/x.csv", Columns({{"a", Type::kInt}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsNotFound(r.status()));
+  EXPECT_EQ(r.status().message(),
+            "cannot open data file '/nonexistent/x.csv': No such file or directory");
+}
+
+// Records straddle the 1 MiB read blocks; every one must come back intact.
+TEST(CsvReaderTest, ManyRowsAcrossBlocksAreFast) {
+  std::string content = "i,s\n";
+  const int kRows = 200000;
+  for (int i = 0; i < kRows; ++i) content += std::to_string(i) + ",\"v," + std::to_string(i) + "\"\n";
+  const std::string path = WriteFile("many.csv", content);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = CsvReader::Open(path, Columns({{"i", Type::kInt}, {"s", Type::kString}}));
+  ASSERT_TRUE(r.ok());
+  int n = 0;
+  while (true) {
+    auto got = (*r)->Next();
+    ASSERT_TRUE(got.ok()) << got.status();
+    if (!*got) break;
+    ASSERT_EQ((*r)->field(0).int_value, n);
+    ASSERT_EQ((*r)->field(1).text, "v," + std::to_string(n));
+    ++n;
+  }
+  EXPECT_EQ(n, kRows);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 2.0) << "reading " << content.size() << " bytes";
+}
+
+}  // namespace
+}  // namespace pscluster
