@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/job_watch.h"
+#include "client/describe.h"
 #include "client/local_cluster.h"
 #include "client/progress.h"
 #include "client/result_json.h"
@@ -114,6 +115,7 @@ int Report(const RunResult& result, const LocalRunOptions& options, int exit_cod
     std::printf("%s\n", RunResultJson(result).dump().c_str());
   } else {
     std::printf("%s", FormatSummary(result.status).c_str());
+    if (result.describe) std::printf("\n%s", FormatDescribe(*result.describe).c_str());
     std::fflush(stdout);  // keep stdout and stderr in order when both are files
     if (exit_code != kExitSucceeded && !result.status.error().empty()) {
       std::fprintf(stderr, "psctl: %s\n", result.status.error().c_str());
@@ -252,6 +254,19 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   const std::optional<JobStatusProto> last = watch->last();
   watch.reset();  // joins the watch thread: the printer is ours again
   printer.Finish();
+  if (options.describe) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, ToChrono(kRpcTimeout));
+    DescribeJobRequest request;
+    request.set_job_id(job_id);
+    DescribeJobResponse describe;
+    grpc::Status s = stub->DescribeJob(&ctx, request, &describe);
+    if (s.ok()) {
+      result.describe = std::move(describe);
+    } else {
+      std::fprintf(stderr, "psctl: DescribeJob: %s\n", s.error_message().c_str());
+    }
+  }
   cluster->Stop(kStopGrace);
 
   if (final_status.ok()) {

@@ -24,6 +24,9 @@ struct LocalRunOptions {
   // removed at exit unless keep_run_dir. A given directory is never removed.
   std::string run_dir;
   bool keep_run_dir = false;
+  // Print the variable layout and what each PS holds (psctl describe) at the
+  // end of the job, before the cluster stops.
+  bool describe = false;
   // Cancel the job after this many seconds; 0 means no limit.
   double timeout_s = 0;
   // Server binaries; empty: found next to psctl (FindSiblingBinary).

@@ -4,10 +4,12 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/describe.h"
 #include "client/progress.h"
 #include "client/result_json.h"
 #include "coordinator/core/job_runner.h"
@@ -87,6 +89,15 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
   run.join();
   printer.Finish();
   status = runner.Status();
+  std::optional<DescribeJobResponse> describe;
+  if (options.describe) {
+    absl::StatusOr<DescribeJobResponse> d = runner.Describe();
+    if (d.ok()) {
+      describe = *std::move(d);
+    } else {
+      std::cerr << "psctl: describe: " << d.status().message() << "\n";
+    }
+  }
 
   if (json) {
     RunResult result;
@@ -94,9 +105,12 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
     result.strategy = "one_device";
     result.ps = 0;
     result.workers = 1;
+    result.describe = describe;
     std::cout << RunResultJson(result).dump() << std::endl;
   } else {
-    std::cout << FormatSummary(status) << std::flush;
+    std::cout << FormatSummary(status);
+    if (describe) std::cout << "\n" << FormatDescribe(*describe);
+    std::cout << std::flush;
   }
   absl::MutexLock lock(&mu);
   if (status.state() == SUCCEEDED) return 0;

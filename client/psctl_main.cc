@@ -6,6 +6,7 @@
 //   psctl status [JOB_ID] --coordinator HOST:PORT
 //   psctl watch JOB_ID --coordinator HOST:PORT
 //   psctl cancel JOB_ID --coordinator HOST:PORT
+//   psctl describe JOB_ID --coordinator HOST:PORT   variable layout and PS load
 //   psctl list --coordinator HOST:PORT
 //
 // Exit codes: 0 success, 1 the job or an RPC failed, 2 bad input (usage,
@@ -26,7 +27,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/job_watch.h"
+#include "client/describe.h"
 #include "client/local_run.h"
+#include "client/result_json.h"
 #include "client/one_device.h"
 #include "client/local_run_options.h"
 #include "client/progress.h"
@@ -42,12 +45,16 @@ ABSL_FLAG(std::string, run_dir, "",
           "local: directory for logs and port files (default: a fresh /tmp/psctl-XXXXXX, "
           "removed at exit unless --keep_run_dir)");
 ABSL_FLAG(bool, keep_run_dir, false, "local: keep the temporary run directory");
+ABSL_FLAG(bool, describe, false,
+          "local: at the end, print each variable's layout over the PS tasks and the bytes each "
+          "PS holds");
 ABSL_FLAG(double, timeout_s, 0, "local: cancel the job after this many seconds (0: no limit)");
 ABSL_FLAG(std::string, ps_server_bin, "", "local: ps_server binary (default: next to psctl)");
 ABSL_FLAG(std::string, worker_server_bin, "",
           "local: worker_server binary (default: next to psctl)");
 ABSL_FLAG(std::string, coordinator_bin, "", "local: coordinator binary (default: next to psctl)");
-ABSL_FLAG(std::string, coordinator, "", "submit/status/watch/cancel/list: coordinator HOST:PORT");
+ABSL_FLAG(std::string, coordinator, "",
+          "submit/status/watch/cancel/list/describe: coordinator HOST:PORT");
 
 namespace pscluster {
 namespace {
@@ -59,12 +66,13 @@ constexpr auto kRpcTimeout = std::chrono::seconds(10);
 
 constexpr char kUsage[] = R"(usage:
   psctl local JOB.yaml [--ps N] [--workers M] [--output text|json] [--run_dir DIR]
-                       [--keep_run_dir] [--timeout_s S]
+                       [--keep_run_dir] [--timeout_s S] [--describe]
                        [--ps_server_bin P] [--worker_server_bin P] [--coordinator_bin P]
   psctl submit JOB.yaml --coordinator HOST:PORT
   psctl status [JOB_ID] --coordinator HOST:PORT [--output text|json]
   psctl watch JOB_ID --coordinator HOST:PORT [--output text|json]
   psctl cancel JOB_ID --coordinator HOST:PORT
+  psctl describe JOB_ID --coordinator HOST:PORT [--output text|json]
   psctl list --coordinator HOST:PORT [--output text|json]
 )";
 
@@ -104,8 +112,7 @@ absl::StatusOr<JobSpec> LoadAndCheckSpec(const std::string& path) {
     std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
     return spec.status();
   }
-  for (const std::string& file : {spec->data.train.images, spec->data.train.labels,
-                                  spec->data.eval.images, spec->data.eval.labels}) {
+  for (const std::string& file : DataFiles(*spec)) {
     if (access(file.c_str(), F_OK) != 0) {
       std::fprintf(stderr, "data file not found: %s\n", file.c_str());
       return absl::NotFoundError(file);
@@ -130,6 +137,7 @@ int RunLocal(const std::vector<char*>& args) {
   options.ps_server_bin = absl::GetFlag(FLAGS_ps_server_bin);
   options.worker_server_bin = absl::GetFlag(FLAGS_worker_server_bin);
   options.coordinator_bin = absl::GetFlag(FLAGS_coordinator_bin);
+  options.describe = absl::GetFlag(FLAGS_describe);
   if (!ParseOutput(&options.output)) return Usage("--output must be text or json");
   if (options.num_ps < 1 || options.num_workers < 1) {
     return Usage("--ps and --workers must be at least 1");
@@ -256,6 +264,23 @@ int Cancel(const std::vector<char*>& args, Coordinator::Stub* stub) {
   return kExitOk;
 }
 
+int Describe(const std::vector<char*>& args, Coordinator::Stub* stub, OutputFormat output) {
+  if (args.size() != 3) return Usage("describe takes exactly one JOB_ID");
+  DescribeJobRequest request;
+  request.set_job_id(args[2]);
+  DescribeJobResponse response;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  grpc::Status s = stub->DescribeJob(&ctx, request, &response);
+  if (!s.ok()) return RpcError("DescribeJob", s);
+  if (output == OutputFormat::kJson) {
+    std::printf("%s\n", DescribeJson(response).dump().c_str());
+  } else {
+    std::printf("%s", FormatDescribe(response).c_str());
+  }
+  return kExitOk;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -265,7 +290,7 @@ int Main(int argc, char** argv) {
   OutputFormat output;
   if (!ParseOutput(&output)) return Usage("--output must be text or json");
   if (command != "submit" && command != "status" && command != "watch" && command != "cancel" &&
-      command != "list") {
+      command != "list" && command != "describe") {
     return Usage(absl::StrCat("unknown command '", command, "'"));
   }
   std::unique_ptr<Coordinator::Stub> stub = ConnectOrNull();
@@ -274,6 +299,7 @@ int Main(int argc, char** argv) {
   if (command == "status") return Status(args, stub.get(), output);
   if (command == "watch") return Watch(args, stub.get(), output);
   if (command == "cancel") return Cancel(args, stub.get());
+  if (command == "describe") return Describe(args, stub.get(), output);
   if (args.size() != 2) return Usage("list takes no arguments");
   return List(stub.get(), output);
 }

@@ -16,6 +16,7 @@ nlohmann::json RunResultJson(const RunResult& result) {
   j["train_loss"] = s.train_loss();
   j["eval_accuracy"] = s.eval_accuracy();
   j["eval_loss"] = s.eval_loss();
+  j["eval_auc"] = s.eval_auc();
   j["steps"] = s.steps();
   j["total_steps"] = s.total_steps();
   j["examples"] = s.examples();
@@ -31,6 +32,7 @@ nlohmann::json RunResultJson(const RunResult& result) {
                       {"train_loss", e.train_loss()},
                       {"eval_accuracy", e.eval_accuracy()},
                       {"eval_loss", e.eval_loss()},
+                      {"eval_auc", e.eval_auc()},
                       {"wall_seconds", e.wall_seconds()}});
   }
   j["epochs"] = std::move(epochs);
@@ -39,8 +41,39 @@ nlohmann::json RunResultJson(const RunResult& result) {
                  {"worker", result.pids->worker},
                  {"coordinator", result.pids->coordinator}};
   }
+  if (result.describe) j["describe"] = DescribeJson(*result.describe);
   if (!s.error().empty()) j["error"] = s.error();
   return j;
+}
+
+nlohmann::json DescribeJson(const DescribeJobResponse& d) {
+  nlohmann::json vars = nlohmann::json::array();
+  for (const VariableLayout& v : d.variables()) {
+    nlohmann::json shards = nlohmann::json::array();
+    for (const ShardLayoutProto& s : v.shards()) {
+      shards.push_back({{"name", s.name()},
+                        {"ps", s.ps_index()},
+                        {"row_offset", s.row_offset()},
+                        {"rows", s.rows()},
+                        {"parameter_bytes", s.parameter_bytes()},
+                        {"slot_bytes", s.slot_bytes()},
+                        {"evictions", s.evictions()}});
+    }
+    vars.push_back({{"name", v.name()},
+                    {"kind", v.kind()},
+                    {"shape", std::vector<int64_t>(v.shape().begin(), v.shape().end())},
+                    {"partitioner", v.partitioner()},
+                    {"shards", std::move(shards)}});
+  }
+  nlohmann::json ps = nlohmann::json::array();
+  for (const PsLoad& p : d.ps()) {
+    ps.push_back({{"ps", p.ps_index()},
+                  {"address", p.address()},
+                  {"variables", p.variables()},
+                  {"parameter_bytes", p.parameter_bytes()},
+                  {"slot_bytes", p.slot_bytes()}});
+  }
+  return {{"variables", std::move(vars)}, {"ps", std::move(ps)}};
 }
 
 }  // namespace pscluster

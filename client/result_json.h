@@ -35,6 +35,8 @@ struct RunResult {
   int ps = 0;
   int workers = 0;
   std::optional<ClusterPids> pids;  // absent when no cluster was started
+  // The variable layout (`psctl local --describe`), taken before the stop.
+  std::optional<DescribeJobResponse> describe;
 };
 
 // {"job", "job_id", "state", "strategy", "ps", "workers", "train_loss",
@@ -43,7 +45,14 @@ struct RunResult {
 //  "pull_seconds", "push_seconds", "epochs": [{"epoch", "train_loss",
 //  "eval_accuracy", "eval_loss", "wall_seconds"}], "pids": {"ps": [..],
 //  "worker": [..], "coordinator": pid}, "error" (only when non-empty)}
+// With a describe: "describe": {"variables": [{"name", "kind", "shape",
+// "partitioner", "shards": [{"name", "ps", "row_offset", "rows",
+// "parameter_bytes", "slot_bytes", "evictions"}]}], "ps": [{"ps", "address",
+// "variables", "parameter_bytes", "slot_bytes"}]}. Binary models add
+// "eval_auc" (also per epoch).
 nlohmann::json RunResultJson(const RunResult& result);
+
+nlohmann::json DescribeJson(const DescribeJobResponse& describe);
 
 }  // namespace pscluster
 

@@ -563,6 +563,19 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
   return ParseJobSpec(buf.str(), path);
 }
 
+std::vector<std::string> DataFiles(const JobSpec& spec) {
+  std::vector<std::string> files;
+  for (const DataSourceSpec* d : {&spec.data.train, &spec.data.eval}) {
+    if (d->format == "idx") {
+      files.push_back(d->images);
+      files.push_back(d->labels);
+    } else if (d->format == "csv") {
+      files.push_back(d->path);
+    }
+  }
+  return files;
+}
+
 const char* StrategyName(Strategy s) {
   return s == Strategy::kOneDevice ? "one_device" : "parameter_server";
 }

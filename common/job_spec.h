@@ -147,6 +147,10 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
 // Reads `path` and parses it. NOT_FOUND if the file cannot be read.
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 
+// The files the job's data sources read (idx images/labels, csv paths), for
+// checking up front that they exist.
+std::vector<std::string> DataFiles(const JobSpec& spec);
+
 // "parameter_server", "one_device", ...
 const char* StrategyName(Strategy s);
 const char* DeviceName(DevicePreference d);

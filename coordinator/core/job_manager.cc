@@ -78,6 +78,11 @@ absl::Status JobManager::Cancel(const std::string& job_id) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<DescribeJobResponse> JobManager::Describe(const std::string& job_id) {
+  ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
+  return runner->Describe();
+}
+
 std::vector<JobStatusProto> JobManager::List() {
   absl::MutexLock lock(&mu_);
   std::vector<JobStatusProto> out;

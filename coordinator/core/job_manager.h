@@ -40,6 +40,9 @@ class JobManager {
                      const std::function<bool(const JobStatusProto&)>& on_update)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Cancel(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND for an unknown job; see JobRunner::Describe.
+  absl::StatusOr<DescribeJobResponse> Describe(const std::string& job_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<JobStatusProto> List() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

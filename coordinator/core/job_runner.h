@@ -1,7 +1,8 @@
 // JobRunner: runs one training job on a cluster, the way TF's
 // ClusterCoordinator drives ParameterServerStrategy.
 //
-// It creates the model's variables on the PS tasks (round-robin placement),
+// It creates the model's variables on the PS tasks (laid out by the job's
+// partitioner and placed round-robin, as TF does),
 // sets up every worker, then for each epoch splits the training data into
 // closures of `steps_per_closure` steps, dispatches them through a queue to
 // idle workers (`closures_per_worker` in flight per worker), waits for the
@@ -22,6 +23,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
@@ -64,6 +66,10 @@ class JobRunner {
   int64_t WaitForChange(int64_t seen, absl::Duration timeout, JobStatusProto* out) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The job's variable layout and what each PS holds now (asks every PS for
+  // its Stats). FAILED_PRECONDITION before the variables exist.
+  absl::StatusOr<DescribeJobResponse> Describe() const ABSL_LOCKS_EXCLUDED(mu_);
+
   const JobSpec& spec() const { return spec_; }
 
  private:
@@ -95,6 +101,8 @@ class JobRunner {
 
   mutable absl::Mutex mu_;
   JobStatusProto status_ ABSL_GUARDED_BY(mu_);
+  std::vector<VariableSpecProto> variables_ ABSL_GUARDED_BY(mu_);
+  std::vector<VariablePlacementProto> placement_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time start_ ABSL_GUARDED_BY(mu_);
   absl::Time end_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

@@ -183,3 +183,34 @@ TEST(JobRunnerTest, CancelStopsTheJob) {
 
 }  // namespace
 }  // namespace pscluster
+
+namespace pscluster {
+namespace {
+
+TEST(JobRunnerDescribeTest, ShowsShardsOnBothPsWithBytes) {
+  Cluster c;
+  JobSpec spec = Spec(1);
+  spec.partitioner = PartitionerSpec::Fixed(2);
+  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  EXPECT_TRUE(absl::IsFailedPrecondition(runner.Describe().status()));
+  ASSERT_TRUE(runner.Run().ok());
+  auto d = runner.Describe();
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->variables_size(), 2);
+  const VariableLayout& kernel = d->variables(0);
+  EXPECT_EQ(kernel.name(), "dense_0/kernel");
+  EXPECT_EQ(kernel.kind(), "dense");
+  EXPECT_EQ(kernel.partitioner(), "2 shards along axis 0");
+  ASSERT_EQ(kernel.shards_size(), 2);
+  EXPECT_EQ(kernel.shards(0).ps_index(), 0);
+  EXPECT_EQ(kernel.shards(1).ps_index(), 1);
+  EXPECT_EQ(kernel.shards(1).row_offset(), 2);
+  EXPECT_EQ(kernel.shards(1).rows(), 2);
+  EXPECT_EQ(kernel.shards(0).parameter_bytes(), 2 * 3 * 4);
+  ASSERT_EQ(d->ps_size(), 2);
+  EXPECT_GT(d->ps(0).parameter_bytes(), 0);
+  EXPECT_GT(d->ps(1).parameter_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace pscluster

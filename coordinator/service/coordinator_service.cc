@@ -46,4 +46,14 @@ grpc::Status CoordinatorService::ListJobs(grpc::ServerContext*, const ListJobsRe
   });
 }
 
+grpc::Status CoordinatorService::DescribeJob(grpc::ServerContext*,
+                                             const DescribeJobRequest* request,
+                                             DescribeJobResponse* response) {
+  return handler_.Run("DescribeJob", [&]() -> absl::Status {
+    absl::StatusOr<DescribeJobResponse> d = jobs_->Describe(request->job_id());
+    if (d.ok()) *response = *std::move(d);
+    return d.status();
+  });
+}
+
 }  // namespace pscluster

@@ -26,6 +26,8 @@ class CoordinatorService final : public Coordinator::Service {
                          CancelJobResponse* response) override;
   grpc::Status ListJobs(grpc::ServerContext* ctx, const ListJobsRequest* request,
                         ListJobsResponse* response) override;
+  grpc::Status DescribeJob(grpc::ServerContext* ctx, const DescribeJobRequest* request,
+                           DescribeJobResponse* response) override;
 
  private:
   JobManager* jobs_;
