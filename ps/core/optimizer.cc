@@ -8,13 +8,24 @@
 namespace pscluster {
 namespace {
 
+// Calls update(g, offset) for each row, where g points at the row's gradient
+// and offset is the row's first element in the weight and slot arrays.
+template <typename Update>
+void ForEachRow(int64_t dim, absl::Span<const int64_t> rows, absl::Span<const float> grads,
+                Update update) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    update(grads.data() + static_cast<int64_t>(i) * dim, rows[i] * dim);
+  }
+}
+
 class Sgd : public Optimizer {
  public:
   explicit Sgd(float lr) : lr_(lr) {}
   std::vector<std::string> SlotNames() const override { return {}; }
-  void Apply(int64_t, absl::Span<const float> grad, absl::Span<float> weights,
-             OptimizerSlots*) const override {
-    kernels::SgdUpdate(lr_, grad.data(), weights.data(), static_cast<int64_t>(weights.size()));
+  void ApplyRows(int64_t, int64_t dim, absl::Span<const int64_t> rows,
+                 absl::Span<const float> grads, float* w, absl::Span<float* const>) const override {
+    ForEachRow(dim, rows, grads,
+               [&](const float* g, int64_t off) { kernels::SgdUpdate(lr_, g, w + off, dim); });
   }
 
  private:
@@ -26,10 +37,12 @@ class Momentum : public Optimizer {
   Momentum(float lr, float momentum, bool nesterov)
       : lr_(lr), momentum_(momentum), nesterov_(nesterov) {}
   std::vector<std::string> SlotNames() const override { return {"momentum"}; }
-  void Apply(int64_t, absl::Span<const float> grad, absl::Span<float> weights,
-             OptimizerSlots* slots) const override {
-    kernels::MomentumUpdate(lr_, momentum_, nesterov_, grad.data(), (*slots)[0].data(),
-                            weights.data(), static_cast<int64_t>(weights.size()));
+  void ApplyRows(int64_t, int64_t dim, absl::Span<const int64_t> rows,
+                 absl::Span<const float> grads, float* w,
+                 absl::Span<float* const> slots) const override {
+    ForEachRow(dim, rows, grads, [&](const float* g, int64_t off) {
+      kernels::MomentumUpdate(lr_, momentum_, nesterov_, g, slots[0] + off, w + off, dim);
+    });
   }
 
  private:
@@ -43,14 +56,14 @@ class Adagrad : public Optimizer {
   Adagrad(float lr, float initial_accumulator, float epsilon)
       : lr_(lr), initial_accumulator_(initial_accumulator), epsilon_(epsilon) {}
   std::vector<std::string> SlotNames() const override { return {"accumulator"}; }
-  void Apply(int64_t, absl::Span<const float> grad, absl::Span<float> weights,
-             OptimizerSlots* slots) const override {
-    kernels::AdagradUpdate(lr_, epsilon_, grad.data(), (*slots)[0].data(), weights.data(),
-                           static_cast<int64_t>(weights.size()));
-  }
-
- protected:
   float SlotInitialValue(int) const override { return initial_accumulator_; }
+  void ApplyRows(int64_t, int64_t dim, absl::Span<const int64_t> rows,
+                 absl::Span<const float> grads, float* w,
+                 absl::Span<float* const> slots) const override {
+    ForEachRow(dim, rows, grads, [&](const float* g, int64_t off) {
+      kernels::AdagradUpdate(lr_, epsilon_, g, slots[0] + off, w + off, dim);
+    });
+  }
 
  private:
   const float lr_;
@@ -63,15 +76,19 @@ class Adam : public Optimizer {
   Adam(float lr, float beta1, float beta2, float epsilon)
       : lr_(lr), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
   std::vector<std::string> SlotNames() const override { return {"m", "v"}; }
-  void Apply(int64_t step, absl::Span<const float> grad, absl::Span<float> weights,
-             OptimizerSlots* slots) const override {
-    // Bias correction in double: 1 - beta^t loses precision in float.
+  void ApplyRows(int64_t step, int64_t dim, absl::Span<const int64_t> rows,
+                 absl::Span<const float> grads, float* w,
+                 absl::Span<float* const> slots) const override {
+    // Bias correction in double: 1 - beta^t loses precision in float. On a
+    // sparse update `step` is the variable's update count, not the row's (as
+    // in TF's lazy Adam).
     const double t = static_cast<double>(step);
-    const double lr_t = lr_ * std::sqrt(1.0 - std::pow(static_cast<double>(beta2_), t)) /
-                        (1.0 - std::pow(static_cast<double>(beta1_), t));
-    kernels::AdamUpdate(static_cast<float>(lr_t), beta1_, beta2_, epsilon_, grad.data(),
-                        (*slots)[0].data(), (*slots)[1].data(), weights.data(),
-                        static_cast<int64_t>(weights.size()));
+    const float lr_t = static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(double{beta2_}, t)) /
+                                          (1.0 - std::pow(double{beta1_}, t)));
+    ForEachRow(dim, rows, grads, [&](const float* g, int64_t off) {
+      kernels::AdamUpdate(lr_t, beta1_, beta2_, epsilon_, g, slots[0] + off, slots[1] + off,
+                          w + off, dim);
+    });
   }
 
  private:
@@ -79,6 +96,36 @@ class Adam : public Optimizer {
   const float beta1_;
   const float beta2_;
   const float epsilon_;
+};
+
+class Ftrl : public Optimizer {
+ public:
+  Ftrl(float lr, float lr_power, float l1, float l2, float beta, float initial_accumulator)
+      : lr_(lr),
+        lr_power_(lr_power),
+        l1_(l1),
+        // Keras folds beta into the l2 strength it passes to TF's kernel.
+        adjusted_l2_(l2 + beta / (2.0f * lr)),
+        initial_accumulator_(initial_accumulator) {}
+  std::vector<std::string> SlotNames() const override { return {"accumulator", "linear"}; }
+  float SlotInitialValue(int slot) const override {
+    return slot == 0 ? initial_accumulator_ : 0.0f;
+  }
+  void ApplyRows(int64_t, int64_t dim, absl::Span<const int64_t> rows,
+                 absl::Span<const float> grads, float* w,
+                 absl::Span<float* const> slots) const override {
+    ForEachRow(dim, rows, grads, [&](const float* g, int64_t off) {
+      kernels::FtrlUpdate(lr_, lr_power_, l1_, adjusted_l2_, g, slots[0] + off, slots[1] + off,
+                          w + off, dim);
+    });
+  }
+
+ private:
+  const float lr_;
+  const float lr_power_;
+  const float l1_;
+  const float adjusted_l2_;
+  const float initial_accumulator_;
 };
 
 absl::Status CheckRange(const std::string& type, const char* field, float value, bool ok,
@@ -89,6 +136,22 @@ absl::Status CheckRange(const std::string& type, const char* field, float value,
 }
 
 bool InUnitInterval(float x) { return x >= 0.0f && x < 1.0f; }
+
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateFtrl(const OptimizerProto& p) {
+  const std::string& t = p.type();
+  for (const absl::Status& s :
+       {CheckRange(t, "learning_rate_power", p.learning_rate_power(), p.learning_rate_power() <= 0,
+                   "<= 0"),
+        CheckRange(t, "l1", p.l1(), p.l1() >= 0, ">= 0"),
+        CheckRange(t, "l2", p.l2(), p.l2() >= 0, ">= 0"),
+        CheckRange(t, "beta", p.beta(), p.beta() >= 0, ">= 0"),
+        CheckRange(t, "initial_accumulator_value", p.initial_accumulator_value(),
+                   p.initial_accumulator_value() >= 0, ">= 0")}) {
+    if (!s.ok()) return s;
+  }
+  return std::make_unique<Ftrl>(p.learning_rate(), p.learning_rate_power(), p.l1(), p.l2(),
+                                p.beta(), p.initial_accumulator_value());
+}
 
 }  // namespace
 
@@ -102,11 +165,21 @@ OptimizerSlots Optimizer::NewSlots(int64_t num_elements) const {
   return slots;
 }
 
+void Optimizer::Apply(int64_t step, absl::Span<const float> grad, absl::Span<float> weights,
+                      OptimizerSlots* slots) const {
+  std::vector<float*> slot_data;
+  slot_data.reserve(slots->size());
+  for (std::vector<float>& slot : *slots) slot_data.push_back(slot.data());
+  const int64_t row = 0;
+  ApplyRows(step, static_cast<int64_t>(weights.size()), absl::MakeConstSpan(&row, 1), grad,
+            weights.data(), slot_data);
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerProto& p) {
   const std::string& t = p.type();
-  if (t != "sgd" && t != "momentum" && t != "adagrad" && t != "adam") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown optimizer '", t, "' (expected sgd, momentum, adagrad or adam)"));
+  if (t != "sgd" && t != "momentum" && t != "adagrad" && t != "adam" && t != "ftrl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown optimizer '", t, "' (expected sgd, momentum, adagrad, adam or ftrl)"));
   }
   if (absl::Status s =
           CheckRange(t, "learning_rate", p.learning_rate(), p.learning_rate() > 0, "> 0");
@@ -114,6 +187,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerProt
     return s;
   }
   if (t == "sgd") return std::make_unique<Sgd>(p.learning_rate());
+  if (t == "ftrl") return CreateFtrl(p);
   if (t == "momentum") {
     if (absl::Status s =
             CheckRange(t, "momentum", p.momentum(), InUnitInterval(p.momentum()), "in [0, 1)");

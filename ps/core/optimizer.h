@@ -1,11 +1,18 @@
-// Dense optimizers the parameter server applies when a gradient arrives:
-// sgd, momentum, adagrad and adam, with Keras/TF update rules.
+// Optimizers the parameter server applies when a gradient arrives: sgd,
+// momentum, adagrad, adam and ftrl, with Keras/TF update rules.
 //
 // An Optimizer is an immutable, validated configuration; it holds no
 // per-variable state, so one instance may serve many variables and is
 // thread-safe. The per-element slots (momentum's velocity, Adam's m and v,
-// ...) are owned by the caller — the variable they belong to — and are
-// created with NewSlots(); the caller serialises Apply() calls per variable.
+// FTRL's accumulator and linear term, ...) are owned by the caller — the
+// variable they belong to — and are created with NewSlots(); the caller
+// serialises updates per variable.
+//
+// Updates are row-wise: ApplyRows() updates some rows of a row-major weight
+// array and the same rows of each slot array, and a whole-variable update is
+// the one-row case. Only the given rows (and their slots) change, so sparse
+// updates are "lazy" as in TF's sparse kernels: Adam's moments and momentum's
+// velocity of untouched rows do not decay.
 #ifndef PSCLUSTER_PS_CORE_OPTIMIZER_H_
 #define PSCLUSTER_PS_CORE_OPTIMIZER_H_
 
@@ -27,8 +34,9 @@ class Optimizer {
  public:
   // Builds the optimizer described by `proto`. INVALID_ARGUMENT naming the
   // field for an unknown type, learning_rate not > 0, momentum, beta1 or
-  // beta2 outside [0, 1), initial_accumulator_value < 0, or (adagrad, adam)
-  // epsilon not > 0. Unused fields are ignored.
+  // beta2 outside [0, 1), initial_accumulator_value < 0, (adagrad, adam)
+  // epsilon not > 0, or (ftrl) learning_rate_power > 0 or l1, l2 or beta < 0.
+  // Unused fields are ignored.
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerProto& proto);
 
   virtual ~Optimizer() = default;
@@ -36,19 +44,31 @@ class Optimizer {
   // Slot names in order, e.g. {"m", "v"} for adam; empty for sgd.
   virtual std::vector<std::string> SlotNames() const = 0;
 
+  // Initial value of every element of slot `slot` (adagrad's and ftrl's
+  // accumulator start at initial_accumulator_value, the rest at 0).
+  virtual float SlotInitialValue(int /*slot*/) const { return 0.0f; }
+
   // Fresh slots for a variable of `num_elements` elements, filled with their
-  // initial values (adagrad's accumulator starts at initial_accumulator_value).
+  // initial values.
   OptimizerSlots NewSlots(int64_t num_elements) const;
 
-  // Applies one gradient to `weights`. `step` is the 1-based number of this
-  // update to the variable (Adam's bias correction uses it).
+  // Applies one gradient to some rows. Row i of `grads` (elements
+  // [i * dim, (i + 1) * dim)) updates row rows[i] of `weights` (elements
+  // [rows[i] * dim, (rows[i] + 1) * dim)) and the same row of every slot
+  // array. `step` is the 1-based number of this update to the variable
+  // (Adam's bias correction uses it).
+  // REQUIRES: grads.size() == rows.size() * dim; slots.size() ==
+  // SlotNames().size(); every row lies inside `weights` and each slot array;
+  // rows are distinct; no concurrent update of the same rows.
+  virtual void ApplyRows(int64_t step, int64_t dim, absl::Span<const int64_t> rows,
+                         absl::Span<const float> grads, float* weights,
+                         absl::Span<float* const> slots) const = 0;
+
+  // Whole-variable update: ApplyRows with one row of weights.size() elements.
   // REQUIRES: grad.size() == weights.size(); `slots` came from NewSlots() for
   // that size; no concurrent Apply on the same weights or slots.
-  virtual void Apply(int64_t step, absl::Span<const float> grad, absl::Span<float> weights,
-                     OptimizerSlots* slots) const = 0;
-
- protected:
-  virtual float SlotInitialValue(int /*slot*/) const { return 0.0f; }
+  void Apply(int64_t step, absl::Span<const float> grad, absl::Span<float> weights,
+             OptimizerSlots* slots) const;
 };
 
 }  // namespace pscluster

@@ -43,5 +43,32 @@ void AdamUpdate(float lr_t, float beta1, float beta2, float epsilon, const float
   }
 }
 
+void FtrlUpdate(float lr, float lr_power, float l1, float l2, const float* __restrict g,
+                float* __restrict accum, float* __restrict linear, float* __restrict w, int64_t n) {
+  const float two_l2 = 2.0f * l2;
+  if (lr_power == -0.5f) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float new_accum = accum[i] + g[i] * g[i];
+      const float new_sqrt = std::sqrt(new_accum);
+      linear[i] += g[i] - (new_sqrt - std::sqrt(accum[i])) / lr * w[i];
+      const float quadratic = new_sqrt / lr + two_l2;
+      const float shrunk = (std::copysign(l1, linear[i]) - linear[i]) / quadratic;
+      w[i] = std::fabs(linear[i]) > l1 ? shrunk : 0.0f;
+      accum[i] = new_accum;
+    }
+    return;
+  }
+  const float p = -lr_power;
+  for (int64_t i = 0; i < n; ++i) {
+    const float new_accum = accum[i] + g[i] * g[i];
+    const float new_pow = std::pow(new_accum, p);
+    linear[i] += g[i] - (new_pow - std::pow(accum[i], p)) / lr * w[i];
+    const float quadratic = new_pow / lr + two_l2;
+    const float shrunk = (std::copysign(l1, linear[i]) - linear[i]) / quadratic;
+    w[i] = std::fabs(linear[i]) > l1 ? shrunk : 0.0f;
+    accum[i] = new_accum;
+  }
+}
+
 }  // namespace kernels
 }  // namespace pscluster
