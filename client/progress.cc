@@ -40,6 +40,7 @@ std::string FormatProgressBar(const JobStatusProto& s, int bar_width) {
                                      static_cast<int>(std::floor(frac * 100)), s.steps(),
                                      s.total_steps(), s.examples_per_sec(), s.train_loss());
   if (HasEval(s)) absl::StrAppendFormat(&line, " | acc %.4f", s.eval_accuracy());
+  if (HasEval(s) && s.eval_auc() > 0) absl::StrAppendFormat(&line, " | auc %.4f", s.eval_auc());
   return line;
 }
 
@@ -49,6 +50,7 @@ std::string FormatProgressLine(const JobStatusProto& s) {
                       s.total_epochs(), s.steps(), s.total_steps(), s.train_loss(),
                       s.examples_per_sec());
   if (HasEval(s)) absl::StrAppendFormat(&line, " eval_accuracy %.4f", s.eval_accuracy());
+  if (HasEval(s) && s.eval_auc() > 0) absl::StrAppendFormat(&line, " eval_auc %.4f", s.eval_auc());
   return line;
 }
 
@@ -58,6 +60,10 @@ std::string FormatSummary(const JobStatusProto& s) {
   if (HasEval(s)) {
     absl::StrAppendFormat(&out, "  eval accuracy   %.4f (eval loss %.4f)\n", s.eval_accuracy(),
                           s.eval_loss());
+    if (s.eval_auc() > 0) {
+      absl::StrAppendFormat(&out, "  eval AUC        %.4f (logloss %.4f)\n", s.eval_auc(),
+                            s.eval_loss());
+    }
   }
   absl::StrAppendFormat(&out, "  steps           %d/%d (%d examples, %d/%d epochs)\n", s.steps(),
                         s.total_steps(), s.examples(), s.epochs_size(), s.total_epochs());

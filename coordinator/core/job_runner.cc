@@ -1,10 +1,12 @@
 #include "coordinator/core/job_runner.h"
 
+#include <cmath>
 #include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/metrics.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 
@@ -210,6 +212,12 @@ void JobRunner::DispatchLoop(WorkerClient* worker, ClosureMode mode, ClosureQueu
       totals->examples += response.examples();
       totals->loss_sum += response.loss_sum();
       totals->correct += response.correct();
+      auto merge = [](const auto& from, std::vector<int64_t>* into) {
+        if (into->size() < static_cast<size_t>(from.size())) into->resize(from.size());
+        for (int b = 0; b < from.size(); ++b) (*into)[b] += from[b];
+      };
+      merge(response.positive_histogram(), &totals->positive);
+      merge(response.negative_histogram(), &totals->negative);
       if (mode == TRAIN) {
         status_.set_steps(status_.steps() + response.steps());
         status_.set_examples(status_.examples() + response.examples());
@@ -337,6 +345,13 @@ absl::Status JobRunner::Run() {
       r->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - epoch_start));
       s->set_eval_accuracy(r->eval_accuracy());
       s->set_eval_loss(r->eval_loss());
+      if (!eval.positive.empty() || !eval.negative.empty()) {
+        const double auc = AucFromHistograms(eval.positive, eval.negative);
+        if (!std::isnan(auc)) {
+          r->set_eval_auc(auc);
+          s->set_eval_auc(auc);
+        }
+      }
     });
   }
   return Finish(absl::OkStatus());

@@ -78,6 +78,9 @@ class JobRunner {
     int64_t examples = 0;
     double loss_sum = 0;
     int64_t correct = 0;
+    // Binary models' eval: merged probability histograms (common/metrics.h).
+    std::vector<int64_t> positive;
+    std::vector<int64_t> negative;
   };
 
   absl::Status CreateVariables(std::vector<VariablePlacementProto>* placement);

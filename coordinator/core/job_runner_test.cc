@@ -61,6 +61,14 @@ class FakeWorker : public WorkerClient {
     response->set_steps((n + 9) / 10);
     response->set_loss_sum(0.5 * n);
     response->set_correct(request.mode() == EVAL ? n / 2 : 0);
+    if (request.mode() == EVAL && with_histograms_) {
+      // Positives score 0.9, negatives 0.1 — except one negative at 0.95.
+      response->mutable_positive_histogram()->Resize(1000, 0);
+      response->mutable_negative_histogram()->Resize(1000, 0);
+      response->set_positive_histogram(900, n / 2);
+      response->set_negative_histogram(100, n - n / 2 - 1);
+      response->set_negative_histogram(950, 1);
+    }
     return absl::OkStatus();
   }
   absl::Status Ping(const PingRequest&, PingResponse*) override { return absl::OkStatus(); }
@@ -74,6 +82,7 @@ class FakeWorker : public WorkerClient {
   std::string name_;
   int64_t train_, eval_;
   absl::Mutex mu_;
+  bool with_histograms_ = false;
   int failures_left_ = 0;
   absl::Status failure_;
   int setups_ = 0;
@@ -186,6 +195,17 @@ TEST(JobRunnerTest, CancelStopsTheJob) {
 
 namespace pscluster {
 namespace {
+
+TEST(JobRunnerAucTest, MergesEvalHistogramsIntoTheAuc) {
+  Cluster c;
+  c.w0.with_histograms_ = true;
+  JobRunner runner("t-1", Spec(1), {&c.ps0}, {&c.w0}, FastRetries());
+  ASSERT_TRUE(runner.Run().ok());
+  // 3 eval closures (7, 7, 6 examples): 9 positives at 0.9; 8 negatives at
+  // 0.1 and 3 at 0.95. AUC = (9 * 8) / (9 * 11).
+  EXPECT_NEAR(runner.Status().eval_auc(), 72.0 / 99.0, 1e-9);
+  EXPECT_NEAR(runner.Status().epochs(0).eval_auc(), 72.0 / 99.0, 1e-9);
+}
 
 TEST(JobRunnerDescribeTest, ShowsShardsOnBothPsWithBytes) {
   Cluster c;
