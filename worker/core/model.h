@@ -1,11 +1,22 @@
-// Model: the network a job spec describes (Dense layers, ReLU, softmax
-// cross-entropy), with forward and backward passes on a Backend.
+// Model: the network a job spec describes, with forward and backward passes
+// on a Backend.
 //
-// The model holds no parameters: a step takes the current values pulled from
-// the PS (one tensor per ModelVariables() entry, in that order) and returns
-// gradients in the same order. Scratch activations live in a ModelScratch,
-// one per concurrent step, so a Model is immutable and thread-safe while each
-// ModelScratch and Backend is used by one thread at a time.
+// The input of the first layer is [dense x | one combined embedding per
+// categorical feature, in spec order]; Dense layers (with optional fused ReLU)
+// and bare ReLUs follow; the loss is softmax cross-entropy (multi-class) or
+// sigmoid cross-entropy (binary, one output unit).
+//
+// The model holds no parameters. A step takes the dense variables pulled from
+// the PS (`params`: one tensor per ModelVariables() entry, in that order; the
+// entries of embedding tables are not read and may be empty) and, per
+// categorical feature, the rows looked up for the batch's UNIQUE ids. It
+// returns gradients for the dense variables (same indexing) and, per
+// feature, for those unique rows, already summed over duplicate ids, so they
+// can be pushed as they are.
+//
+// Scratch activations live in a ModelScratch, one per concurrent step, so a
+// Model is immutable and thread-safe while each ModelScratch and Backend is
+// used by one thread at a time.
 #ifndef PSCLUSTER_WORKER_CORE_MODEL_H_
 #define PSCLUSTER_WORKER_CORE_MODEL_H_
 
@@ -21,14 +32,37 @@
 
 namespace pscluster {
 
+// Which looked-up rows each example of a batch combines for one feature:
+// example e uses rows index[offsets[e], offsets[e+1]) of the feature's
+// unique rows (an index may repeat, within or across examples).
+struct FeatureRows {
+  std::vector<int64_t> offsets;  // batch size + 1 entries, offsets[0] == 0
+  std::vector<int64_t> index;    // each in [0, number of unique rows)
+};
+
+// One batch of examples.
+struct ModelBatch {
+  int64_t size = 0;
+  std::vector<float> x;    // [size, dense_inputs], row-major
+  std::vector<int32_t> y;  // [size]: a class index, or 0/1 for sigmoid
+  // One per ModelSpec::categorical feature, in spec order.
+  std::vector<FeatureRows> features;
+};
+
 struct StepResult {
   int64_t examples = 0;
   double loss_sum = 0;  // summed over examples
   int64_t correct = 0;
+  // EvalStep with sigmoid loss only: this batch's examples counted by
+  // predicted probability in kAucBuckets buckets (common/metrics.h).
+  // Empty otherwise.
+  std::vector<int64_t> positive_histogram;
+  std::vector<int64_t> negative_histogram;
 };
 
-// Per-step activations, reused across steps to avoid reallocation.
+// Per-step buffers, reused across steps to avoid reallocation.
 struct ModelScratch {
+  std::vector<float> input;  // [batch, input_width] when embeddings exist
   std::vector<std::vector<float>> activations;  // output of each op
   std::vector<float> logits_grad;
   std::vector<float> grad_a;
@@ -37,24 +71,37 @@ struct ModelScratch {
 
 class Model {
  public:
-  // INVALID_ARGUMENT if the spec's model cannot be built.
+  // INVALID_ARGUMENT if the spec's model cannot be built: an unknown loss,
+  // or sigmoid_cross_entropy without a 1-unit last layer.
   static absl::StatusOr<std::unique_ptr<Model>> Create(const JobSpec& spec);
 
   const std::vector<VariableSpecProto>& variables() const { return variables_; }
+  // Dense float inputs per example (ModelSpec::dense_inputs).
   int64_t input_size() const { return input_size_; }
+  // Labels lie in [0, num_classes()): the last layer's width for softmax, 2
+  // for sigmoid.
   int64_t num_classes() const { return num_classes_; }
+  bool sigmoid() const { return sigmoid_; }
+  // Number of categorical features and the embedding width of feature f.
+  int num_features() const { return static_cast<int>(features_.size()); }
+  int64_t embedding_dim(int f) const { return features_[f].dim; }
 
-  // Forward + backward on `batch` rows of x [batch, input_size] with labels y.
-  // Resizes `grads` to match `params` and fills them with d(mean loss)/dparam.
-  // REQUIRES: params match variables() in count and shape; labels in
-  // [0, num_classes).
-  void TrainStep(Backend* backend, const std::vector<Tensor>& params, const float* x,
-                 const int32_t* y, int64_t batch, ModelScratch* scratch,
-                 std::vector<Tensor>* grads, StepResult* result) const;
+  // Forward + backward on `batch`. `rows[f]` is [unique_f, embedding_dim(f)]
+  // for feature f. Resizes `grads` to match `params` and fills the dense
+  // variables' entries with d(mean loss)/dparam (embedding entries are left
+  // empty); resizes `row_grads` to one [unique_f, dim] tensor per feature,
+  // summed over every use of each unique row.
+  // REQUIRES: dense params match variables() in shape; rows.size() ==
+  // num_features(); batch.features[f].index within rows[f]; labels valid.
+  void TrainStep(Backend* backend, const std::vector<Tensor>& params, const ModelBatch& batch,
+                 const std::vector<Tensor>& rows, ModelScratch* scratch,
+                 std::vector<Tensor>* grads, std::vector<Tensor>* row_grads,
+                 StepResult* result) const;
 
-  // Forward only: loss and accuracy on `batch` rows.
-  void EvalStep(Backend* backend, const std::vector<Tensor>& params, const float* x,
-                const int32_t* y, int64_t batch, ModelScratch* scratch,
+  // Forward only: loss and accuracy, and the probability histograms for a
+  // sigmoid model. REQUIRES: as TrainStep.
+  void EvalStep(Backend* backend, const std::vector<Tensor>& params, const ModelBatch& batch,
+                const std::vector<Tensor>& rows, ModelScratch* scratch,
                 StepResult* result) const;
 
  private:
@@ -67,16 +114,30 @@ class Model {
     int64_t in = 0;
     int64_t out = 0;
   };
+  struct Feature {
+    int64_t dim = 0;
+    bool mean = false;
+    int64_t column = 0;  // first column of its embedding in the input
+  };
 
   Model() = default;
-  // Runs the ops; scratch->activations[i] holds op i's output. Returns logits.
-  const float* Forward(Backend* backend, const std::vector<Tensor>& params, const float* x,
-                       int64_t batch, ModelScratch* scratch) const;
+  // Fills the input [x | embeddings] and runs the ops; scratch->activations[i]
+  // holds op i's output. Returns the logits [batch, outputs_].
+  const float* Forward(Backend* backend, const std::vector<Tensor>& params,
+                       const ModelBatch& batch, const std::vector<Tensor>& rows,
+                       ModelScratch* scratch) const;
+  // The loss on `logits`; `logits_grad` may be null.
+  void Loss(Backend* backend, const float* logits, const ModelBatch& batch, float* logits_grad,
+            StepResult* result) const;
 
   std::vector<VariableSpecProto> variables_;
   std::vector<Op> ops_;
+  std::vector<Feature> features_;
   int64_t input_size_ = 0;
+  int64_t input_width_ = 0;  // dense inputs + every embedding_dim
+  int64_t outputs_ = 0;      // width of the last layer
   int64_t num_classes_ = 0;
+  bool sigmoid_ = false;
 };
 
 }  // namespace pscluster

@@ -23,6 +23,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   auto t = std::unique_ptr<Trainer>(new Trainer());
   t->spec_ = spec;
   ASSIGN_OR_RETURN(t->model_, Model::Create(spec));
+  if (t->model_->num_features() > 0) {
+    return absl::UnimplementedError("the worker cannot train categorical features yet");
+  }
   ASSIGN_OR_RETURN(t->train_, LoadDataset(spec.data.train, spec.model));
   ASSIGN_OR_RETURN(t->eval_, LoadDataset(spec.data.eval, spec.model));
   for (const Dataset* d : {&t->train_, &t->eval_}) {
@@ -141,13 +144,15 @@ absl::Status Trainer::Push(const Context& ctx) {
 void Trainer::Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin,
                      int64_t end, Context* ctx) const {
   const int64_t n = end - begin;
-  ctx->batch_x.resize(n * data.features);
-  ctx->batch_y.resize(n);
+  ModelBatch& batch = ctx->batch;
+  batch.size = n;
+  batch.x.resize(n * data.features);
+  batch.y.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t row = order[begin + i];
-    std::memcpy(ctx->batch_x.data() + i * data.features, data.x.data() + row * data.features,
+    std::memcpy(batch.x.data() + i * data.features, data.x.data() + row * data.features,
                 sizeof(float) * data.features);
-    ctx->batch_y[i] = data.y[row];
+    batch.y[i] = data.y[row];
   }
 }
 
@@ -183,11 +188,11 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
     Gather(data, rows, b, e, ctx.get());
     StepResult step;
     if (train) {
-      model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch_x.data(), ctx->batch_y.data(),
-                        e - b, &ctx->scratch, &ctx->grads, &step);
+      model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
+                        &ctx->grads, &ctx->row_grads, &step);
     } else {
-      model_->EvalStep(ctx->backend.get(), ctx->params, ctx->batch_x.data(), ctx->batch_y.data(),
-                       e - b, &ctx->scratch, &step);
+      model_->EvalStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
+                       &step);
     }
     compute += SecondsSince(t0);
     if (train) {

@@ -58,8 +58,9 @@ class Trainer {
     ModelScratch scratch;
     std::vector<Tensor> params;
     std::vector<Tensor> grads;
-    std::vector<float> batch_x;
-    std::vector<int32_t> batch_y;
+    ModelBatch batch;
+    std::vector<Tensor> rows;
+    std::vector<Tensor> row_grads;
   };
 
   Trainer() = default;
