@@ -121,7 +121,8 @@ TEST(JobSpecTest, MissingFileIsNotFound) {
 }
 
 TEST(JobSpecTest, ExampleJobsParse) {
-  for (const char* path : {"examples/fashion_mnist_mlp.yaml", "examples/fashion_mnist_mlp_one_device.yaml"}) {
+  for (const char* path : {"examples/fashion_mnist_mlp.yaml", "examples/fashion_mnist_mlp_one_device.yaml",
+                           "examples/movielens_ctr.yaml"}) {
     auto spec = LoadJobSpec(path);
     ASSERT_TRUE(spec.ok()) << spec.status();
   }
