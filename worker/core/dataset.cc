@@ -7,14 +7,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/idx_reader.h"
 #include "common/status_macros.h"
+#include "worker/core/csv_dataset.h"
+#include "worker/core/synthetic_ctr.h"
 
 namespace pscluster {
 
 absl::StatusOr<Dataset> LoadDataset(const DataSourceSpec& source, const ModelSpec& model) {
+  if (source.format == "csv") return LoadCsvDataset(source, model);
+  if (source.format == "synthetic_ctr") return LoadSyntheticCtr(source, model);
   if (source.format != "idx") {
-    return absl::UnimplementedError(absl::StrCat("data format '", source.format, "' cannot be read yet"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown data format '", source.format,
+                                                   "' (expected idx, csv or synthetic_ctr)"));
   }
-  (void)model;
   ASSIGN_OR_RETURN(IdxImages images, ReadIdxImages(source.images, source.limit));
   ASSIGN_OR_RETURN(std::vector<uint8_t> labels, ReadIdxLabels(source.labels, source.limit));
   if (static_cast<int64_t>(labels.size()) != images.count) {

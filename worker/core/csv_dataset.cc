@@ -1,0 +1,128 @@
+#include "worker/core/csv_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/csv_reader.h"
+#include "common/status_macros.h"
+#include "worker/core/features.h"
+
+namespace pscluster {
+namespace {
+
+absl::StatusOr<int> Column(const CsvReader& csv, const std::string& name, const std::string& role) {
+  const int i = csv.ColumnIndex(name);
+  if (i < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(csv.path(), ": ", role, " reads column '", name,
+                                                   "', which the data source does not declare"));
+  }
+  return i;
+}
+
+double Number(const CsvField& f, ColumnSpec::Type type) {
+  return type == ColumnSpec::Type::kInt ? static_cast<double>(f.int_value) : f.float_value;
+}
+
+absl::StatusOr<int32_t> Label(const CsvReader& csv, int column, const DataSourceSpec& source) {
+  const CsvField& f = csv.field(column);
+  const double v = Number(f, csv.columns()[column].type);
+  if (source.has_label_threshold) return v >= source.label_threshold ? 1 : 0;
+  if (!(v >= 0 && v <= std::numeric_limits<int32_t>::max()) || v != std::floor(v)) {
+    return absl::InvalidArgumentError(absl::StrCat(csv.Where(), "label column '", source.label_column,
+                                                   "': ", f.text, " is not a class index (0, 1, ...)"));
+  }
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadCsvDataset(const DataSourceSpec& source, const ModelSpec& model,
+                                       CsvLoadStats* stats) {
+  CsvLoadStats local;
+  if (stats == nullptr) stats = &local;
+  *stats = CsvLoadStats();
+  ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> csv, CsvReader::Open(source.path, source.columns));
+
+  ASSIGN_OR_RETURN(const int label_column, Column(*csv, source.label_column, "the label"));
+  if (source.columns[label_column].type == ColumnSpec::Type::kString) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source.path, ": the label column '", source.label_column, "' must be int or float"));
+  }
+  std::vector<int> dense;
+  for (const std::string& name : source.dense_columns) {
+    ASSIGN_OR_RETURN(int i, Column(*csv, name, "a dense input"));
+    if (source.columns[i].type == ColumnSpec::Type::kString) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source.path, ": dense column '", name, "' must be int or float"));
+    }
+    dense.push_back(i);
+  }
+  std::vector<CategoricalEncoder> encoders;
+  std::vector<int> feature_columns;
+  for (const CategoricalFeatureSpec& f : model.categorical) {
+    // ParseJobSpec fills `column` in; a spec built in code may leave it empty.
+    const std::string& column = f.column.empty() ? f.name : f.column;
+    ASSIGN_OR_RETURN(int i, Column(*csv, column, absl::StrCat("feature '", f.name, "'")));
+    encoders.emplace_back(f);
+    feature_columns.push_back(i);
+  }
+
+  Dataset d;
+  d.features = static_cast<int64_t>(dense.size());
+  d.categorical.resize(encoders.size());
+  for (CategoricalColumn& c : d.categorical) c.offsets.push_back(0);
+  int32_t max_label = -1;
+  while (source.limit <= 0 || d.count < source.limit) {
+    ASSIGN_OR_RETURN(bool got, csv->Next());
+    if (!got) break;
+    ++stats->rows_read;
+    if (source.holdout_fraction > 0 &&
+        InHoldout(csv->row(), source.holdout_fraction, source.holdout_seed) != source.holdout_part) {
+      ++stats->other_split_part;
+      continue;
+    }
+    if (csv->field(label_column).missing) {
+      ++stats->missing_label;
+      continue;
+    }
+    ASSIGN_OR_RETURN(int32_t label, Label(*csv, label_column, source));
+    d.y.push_back(label);
+    max_label = std::max(max_label, label);
+    for (int i : dense) {
+      const CsvField& f = csv->field(i);
+      d.x.push_back(f.missing ? 0.0f : static_cast<float>(Number(f, source.columns[i].type)));
+    }
+    for (size_t k = 0; k < encoders.size(); ++k) {
+      const int i = feature_columns[k];
+      const CsvField& f = csv->field(i);
+      std::vector<uint64_t>* ids = &d.categorical[k].ids;
+      if (!f.missing) {
+        absl::Status s;
+        switch (source.columns[i].type) {
+          case ColumnSpec::Type::kInt:
+            s = encoders[k].AddInt(f.int_value, ids);
+            break;
+          case ColumnSpec::Type::kFloat:
+            s = encoders[k].AddFloat(f.float_value, ids);
+            break;
+          case ColumnSpec::Type::kString:
+            encoders[k].AddString(f.text, ids);
+            break;
+        }
+        if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(csv->Where(), s.message()));
+      }
+      d.categorical[k].offsets.push_back(static_cast<int64_t>(ids->size()));
+    }
+    ++d.count;
+  }
+  d.num_classes = max_label + 1;
+  if (source.has_label_threshold) d.num_classes = std::max<int64_t>(d.num_classes, 2);
+  return d;
+}
+
+}  // namespace pscluster

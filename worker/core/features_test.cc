@@ -1,0 +1,130 @@
+#include "worker/core/features.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pscluster {
+namespace {
+
+CategoricalFeatureSpec Fixed(const char* name, int64_t vocab, OutOfVocabulary oov) {
+  CategoricalFeatureSpec f;
+  f.name = name;
+  f.column = name;
+  f.vocab_size = vocab;
+  f.oov = oov;
+  return f;
+}
+
+CategoricalFeatureSpec Hashed(const char* name) {
+  CategoricalFeatureSpec f;
+  f.name = name;
+  f.column = name;
+  f.hashed = true;
+  return f;
+}
+
+TEST(FeatureHashTest, IsXxh3SeededByTheFeatureName) {
+  // Pinned values: ids are keys in PS hash tables and must not change between
+  // builds. XXH3_64bits("") is xxhash's published test vector.
+  EXPECT_EQ(FeatureSeed(""), 0x2D06800538D394C2ull);
+  const uint64_t seed = FeatureSeed("genre");
+  EXPECT_EQ(HashStringValue(seed, "Drama"), HashStringValue(FeatureSeed("genre"), "Drama"));
+  EXPECT_NE(HashStringValue(seed, "Drama"), HashStringValue(FeatureSeed("genre2"), "Drama"));
+  EXPECT_NE(HashIntValue(seed, 1), HashIntValue(seed, 2));
+}
+
+TEST(CategoricalEncoderTest, FixedVocabularyErrorAndHash) {
+  std::vector<uint64_t> ids;
+  CategoricalEncoder strict(Fixed("user", 672, OutOfVocabulary::kError));
+  ASSERT_TRUE(strict.AddInt(671, &ids).ok());
+  ASSERT_TRUE(strict.AddInt(0, &ids).ok());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{671, 0}));
+  absl::Status s = strict.AddInt(9001, &ids);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_EQ(s.message(), "feature 'user': id 9001 outside its vocabulary [0, 672)");
+  EXPECT_FALSE(strict.AddInt(-1, &ids).ok());
+  EXPECT_EQ(ids.size(), 2u) << "a rejected id adds nothing";
+
+  CategoricalEncoder lenient(Fixed("user", 672, OutOfVocabulary::kHash));
+  ids.clear();
+  ASSERT_TRUE(lenient.AddInt(9001, &ids).ok());
+  ASSERT_TRUE(lenient.AddInt(-5, &ids).ok());
+  ASSERT_TRUE(lenient.AddInt(7, &ids).ok());
+  EXPECT_EQ(ids[0], HashIntValue(FeatureSeed("user"), 9001) % 672);
+  EXPECT_EQ(ids[1], HashIntValue(FeatureSeed("user"), -5) % 672);
+  EXPECT_EQ(ids[2], 7u) << "in-vocabulary ids are kept as they are";
+}
+
+TEST(CategoricalEncoderTest, StringsAreSplitTrimmedAndHashed) {
+  CategoricalFeatureSpec genres = Hashed("genres");
+  genres.separator = "|";
+  CategoricalEncoder enc(genres);
+  std::vector<uint64_t> ids;
+  enc.AddString("Action| Comedy ||Drama|", &ids);
+  const uint64_t seed = FeatureSeed("genres");
+  EXPECT_EQ(ids, (std::vector<uint64_t>{HashStringValue(seed, "Action"),
+                                        HashStringValue(seed, "Comedy"),
+                                        HashStringValue(seed, "Drama")}));
+  ids.clear();
+  enc.AddString("  ", &ids);
+  EXPECT_TRUE(ids.empty());
+
+  // Without a separator the whole (trimmed) field is one value; with a fixed
+  // vocabulary a string is always hashed into it.
+  CategoricalEncoder fixed(Fixed("genres", 50, OutOfVocabulary::kError));
+  fixed.AddString("Action|Comedy", &ids);
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(ids[0], HashStringValue(seed, "Action|Comedy") % 50);
+}
+
+TEST(CategoricalEncoderTest, BucketsAndWholeNumbers) {
+  CategoricalFeatureSpec decade = Fixed("decade", 300, OutOfVocabulary::kError);
+  decade.bucket_width = 10;
+  CategoricalEncoder enc(decade);
+  std::vector<uint64_t> ids;
+  ASSERT_TRUE(enc.AddInt(1995, &ids).ok());
+  ASSERT_TRUE(enc.AddFloat(2009.9, &ids).ok());
+  ASSERT_TRUE(enc.AddInt(0, &ids).ok());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{199, 200, 0}));
+  EXPECT_FALSE(enc.AddInt(-1, &ids).ok()) << "floor(-0.1) = -1 is outside [0, 300)";
+
+  CategoricalEncoder plain(Hashed("rating"));
+  ids.clear();
+  ASSERT_TRUE(plain.AddFloat(4.0, &ids).ok());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{4}));
+  absl::Status s = plain.AddFloat(4.5, &ids);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("not a whole number"), std::string::npos) << s;
+  EXPECT_FALSE(plain.AddFloat(std::nan(""), &ids).ok());
+  EXPECT_FALSE(plain.AddFloat(1e300, &ids).ok());
+
+  // Hashed: non-negative ints are used as they are, negative ones hashed.
+  ASSERT_TRUE(plain.AddInt(-3, &ids).ok());
+  EXPECT_EQ(ids.back(), HashIntValue(FeatureSeed("rating"), -3));
+}
+
+TEST(InHoldoutTest, FractionOfRowsAndDeterminism) {
+  int64_t in = 0;
+  const int64_t kRows = 100000;
+  for (int64_t r = 0; r < kRows; ++r) in += InHoldout(r, 0.2, 7);
+  EXPECT_NEAR(static_cast<double>(in) / kRows, 0.2, 0.005);  // ~4 sigma
+  int64_t differ = 0;
+  for (int64_t r = 0; r < 1000; ++r) {
+    EXPECT_EQ(InHoldout(r, 0.2, 7), InHoldout(r, 0.2, 7));
+    differ += InHoldout(r, 0.2, 7) != InHoldout(r, 0.2, 8);
+  }
+  EXPECT_GT(differ, 100) << "the seed must change the split";
+  EXPECT_FALSE(InHoldout(3, 0, 7));
+  EXPECT_TRUE(InHoldout(3, 1, 7));
+  // A larger fraction's holdout contains a smaller one's (same hash, higher bar).
+  for (int64_t r = 0; r < 1000; ++r) {
+    if (InHoldout(r, 0.1, 7)) {
+      EXPECT_TRUE(InHoldout(r, 0.3, 7));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pscluster
