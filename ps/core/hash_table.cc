@@ -1,0 +1,178 @@
+#include "ps/core/hash_table.h"
+
+#include <prometheus/counter.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pscluster {
+namespace {
+
+std::vector<float> SlotInitialValues(const Optimizer& optimizer) {
+  std::vector<float> values;
+  const size_t n = optimizer.SlotNames().size();
+  for (size_t i = 0; i < n; ++i) values.push_back(optimizer.SlotInitialValue(static_cast<int>(i)));
+  return values;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HashTable>> HashTable::Create(Options options) {
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("hash table '", options.name, "': ", what));
+  };
+  if (options.dim < 1) return fail(absl::StrCat("row width must be >= 1, got ", options.dim));
+  if (options.max_rows < 0 || options.max_rows > kMaxRows) {
+    return fail(absl::StrCat("max_rows must be in [0, ", kMaxRows, "], got ", options.max_rows));
+  }
+  if (options.eviction_samples < 1) {
+    return fail(absl::StrCat("eviction_samples must be >= 1, got ", options.eviction_samples));
+  }
+  return std::unique_ptr<HashTable>(new HashTable(std::move(options)));
+}
+
+HashTable::HashTable(Options options)
+    : options_(std::move(options)),
+      capacity_(options_.max_rows > 0 ? options_.max_rows : kMaxRows),
+      initializer_(options_.initializer, options_.name, options_.dim),
+      slot_initial_values_(SlotInitialValues(*options_.optimizer)),
+      slots_(slot_initial_values_.size()),
+      rng_state_(XXH3_64bits(options_.name.data(), options_.name.size())) {}
+
+uint64_t HashTable::NextRandom() {
+  // splitmix64; only picks eviction samples.
+  uint64_t z = (rng_state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint32_t HashTable::AppendRow() {
+  const size_t rows = ids_.size();
+  const size_t dim = static_cast<size_t>(options_.dim);
+  if (rows == ids_.capacity()) {
+    // Grow geometrically but never past the bound, so a full table holds no
+    // spare capacity.
+    const size_t want =
+        std::min<size_t>(static_cast<size_t>(capacity_), std::max<size_t>(16, 2 * rows));
+    ids_.reserve(want);
+    touches_.reserve(want);
+    last_touch_.reserve(want);
+    values_.reserve(want * dim);
+    for (std::vector<float>& slot : slots_) slot.reserve(want * dim);
+  }
+  ids_.push_back(0);
+  touches_.push_back(0);
+  last_touch_.push_back(0);
+  values_.resize((rows + 1) * dim);
+  for (std::vector<float>& slot : slots_) slot.resize((rows + 1) * dim);
+  return static_cast<uint32_t>(rows);
+}
+
+uint32_t HashTable::PickVictim(uint64_t tick) {
+  const uint64_t rows = ids_.size();
+  uint32_t victim = 0;
+  // Lower is evicted first: rows of the current call last, then by policy.
+  std::tuple<bool, uint64_t, uint64_t> worst{true, std::numeric_limits<uint64_t>::max(),
+                                             std::numeric_limits<uint64_t>::max()};
+  for (int i = 0; i < options_.eviction_samples; ++i) {
+    const uint32_t s = static_cast<uint32_t>(NextRandom() % rows);
+    const bool current = last_touch_[s] == tick;
+    const auto key = options_.eviction == AGE
+                         ? std::make_tuple(current, last_touch_[s], uint64_t{0})
+                         : std::make_tuple(current, uint64_t{touches_[s]}, last_touch_[s]);
+    if (i == 0 || key < worst) {
+      worst = key;
+      victim = s;
+    }
+  }
+  return victim;
+}
+
+uint32_t HashTable::Touch(uint64_t id, uint64_t tick,
+                          absl::FunctionRef<void()> before_evicting_current) {
+  auto it = slot_of_.find(id);
+  if (it != slot_of_.end()) {
+    const uint32_t s = it->second;
+    if (touches_[s] != std::numeric_limits<uint32_t>::max()) ++touches_[s];
+    last_touch_[s] = tick;
+    return s;
+  }
+  uint32_t s;
+  if (static_cast<int64_t>(ids_.size()) < capacity_) {
+    s = AppendRow();
+  } else {
+    s = PickVictim(tick);
+    if (last_touch_[s] == tick) before_evicting_current();
+    slot_of_.erase(ids_[s]);
+    ++evictions_;
+    if (options_.evictions_counter != nullptr) options_.evictions_counter->Increment();
+  }
+  slot_of_.emplace(id, s);
+  ids_[s] = id;
+  touches_[s] = 1;
+  last_touch_[s] = tick;
+  const size_t dim = static_cast<size_t>(options_.dim);
+  initializer_.Fill(id, absl::MakeSpan(values_.data() + s * dim, dim));
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    std::fill_n(slots_[k].data() + s * dim, dim, slot_initial_values_[k]);
+  }
+  return s;
+}
+
+void HashTable::Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out) {
+  const size_t dim = static_cast<size_t>(options_.dim);
+  absl::MutexLock lock(&mu_);
+  const uint64_t tick = ++clock_;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    // Copied at once: a later id of this call may evict the row.
+    const uint32_t s = Touch(ids[i], tick, [] {});
+    std::copy_n(values_.data() + s * dim, dim, out.data() + i * dim);
+  }
+}
+
+void HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
+                               absl::Span<const float> grads) {
+  const int64_t dim = options_.dim;
+  absl::MutexLock lock(&mu_);
+  const uint64_t tick = ++clock_;
+  // Rows are resolved first and updated in batches; a batch is applied early
+  // if one of its rows is about to be evicted by a later id of this call.
+  std::vector<int64_t> pending;
+  pending.reserve(ids.size());
+  size_t first = 0;  // index in `ids` of pending[0]
+  std::vector<float*> slot_data(slots_.size());
+  auto flush = [&] {
+    if (pending.empty()) return;
+    for (size_t k = 0; k < slots_.size(); ++k) slot_data[k] = slots_[k].data();
+    options_.optimizer->ApplyRows(step, dim, pending,
+                                  grads.subspan(first * dim, pending.size() * dim), values_.data(),
+                                  slot_data);
+    first += pending.size();
+    pending.clear();
+  };
+  for (uint64_t id : ids) pending.push_back(Touch(id, tick, flush));
+  flush();
+}
+
+bool HashTable::Contains(uint64_t id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return slot_of_.contains(id);
+}
+
+HashTable::Stats HashTable::GetStats() const {
+  absl::ReaderMutexLock lock(&mu_);
+  Stats s;
+  s.rows = static_cast<int64_t>(ids_.size());
+  s.evictions = evictions_;
+  s.parameter_bytes = s.rows * options_.dim * static_cast<int64_t>(sizeof(float));
+  s.slot_bytes = s.parameter_bytes * static_cast<int64_t>(slots_.size());
+  return s;
+}
+
+}  // namespace pscluster
