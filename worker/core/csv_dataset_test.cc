@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "common/job_spec.h"
 #include "gtest/gtest.h"
 #include "worker/core/dataset.h"
 #include "worker/core/features.h"
@@ -217,6 +218,30 @@ TEST(LoadCsvDatasetTest, RealMovieLens) {
   EXPECT_LT(seconds, 1.0);
   std::printf("MovieLens: %lld examples in %.3f s, %.2f%% positive\n",
               static_cast<long long>(d->count), seconds, 100 * rate);
+}
+
+// examples/movielens_ctr.yaml on the real file: its train and holdout parts
+// are disjoint, cover every rating, and the holdout is about 20%.
+TEST(LoadCsvDatasetTest, RealMovieLensThroughTheExampleSpec) {
+  const char* path = std::getenv("PSCLUSTER_MOVIELENS_CSV");
+  if (path == nullptr || *path == '\0') GTEST_SKIP() << "PSCLUSTER_MOVIELENS_CSV is not set";
+  if (!std::ifstream(path).good()) GTEST_SKIP() << path << " does not exist (run ./setup.sh)";
+  auto spec = LoadJobSpec("examples/movielens_ctr.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->data.train.path = path;
+  spec->data.eval.path = path;
+  auto train = LoadDataset(spec->data.train, spec->model);
+  auto eval = LoadDataset(spec->data.eval, spec->model);
+  ASSERT_TRUE(train.ok()) << train.status();
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  EXPECT_EQ(train->count + eval->count, 100004);
+  EXPECT_NEAR(static_cast<double>(eval->count) / 100004, 0.2, 0.005);
+  int64_t positive = 0;
+  for (int32_t y : eval->y) positive += y;
+  EXPECT_NEAR(static_cast<double>(positive) / eval->count, 0.516, 0.015);
+  std::printf("movielens_ctr.yaml: %lld train, %lld eval examples, eval %.2f%% positive\n",
+              static_cast<long long>(train->count), static_cast<long long>(eval->count),
+              100.0 * positive / eval->count);
 }
 
 }  // namespace
