@@ -169,6 +169,22 @@ TEST(OptimizerTest, ApplyRowsChangesOnlyThoseRowsAndMatchesWholeUpdate) {
   EXPECT_THAT(w, ElementsAre(row0[2][0], row0[2][1], 3.0f, 4.0f, row2[2][0], row2[2][1]));
 }
 
+TEST(OptimizerTest, MomentumOnRowsIsLazy) {
+  // Row 0 has velocity but no gradient: neither it nor its weight moves.
+  auto opt = Optimizer::Create(Proto("momentum", 0.1f));
+  ASSERT_TRUE(opt.ok());
+  std::vector<float> w = {1.0f, 1.0f};
+  OptimizerSlots slots = (*opt)->NewSlots(2);
+  slots[0][0] = -0.5f;
+  std::vector<float*> slot_data = {slots[0].data()};
+  const std::vector<int64_t> rows = {1};
+  for (int64_t step = 1; step <= 2; ++step) {
+    (*opt)->ApplyRows(step, 1, rows, std::vector<float>{1.0f}, w.data(), slot_data);
+  }
+  EXPECT_THAT(w, ElementsAre(1.0f, FloatNear(0.71f, kTol)));
+  EXPECT_EQ(slots[0][0], -0.5f);
+}
+
 TEST(OptimizerTest, SlotsHaveNamesAndInitialValues) {
   auto adagrad = Optimizer::Create(Proto("adagrad", 0.1f));
   ASSERT_TRUE(adagrad.ok());

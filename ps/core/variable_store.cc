@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/initializer.h"
+#include "common/row_ids.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "ps/core/hash_table.h"
 #include "ps/core/optimizer.h"
 
 namespace pscluster {
@@ -18,16 +21,35 @@ struct VariableStore::Variable {
   Variable(VariableSpecProto spec_in, std::unique_ptr<Optimizer> optimizer_in)
       : spec(std::move(spec_in)),
         shape(spec.shape().begin(), spec.shape().end()),
-        optimizer(std::move(optimizer_in)) {}
+        optimizer(std::move(optimizer_in)),
+        row_width(spec.kind() == HASH_TABLE ? shape[0]
+                  : shape.size() == 2       ? shape[1]
+                                            : 0) {}
+
+  bool is_table() const { return spec.kind() == HASH_TABLE; }
 
   const VariableSpecProto spec;
-  const Shape shape;
+  const Shape shape;  // a hash table's is its row shape, [dim]
   const std::unique_ptr<const Optimizer> optimizer;
+  // Width of a row for lookups and sparse gradients; 0 if the variable has no
+  // rows (a DENSE variable not of rank 2).
+  const int64_t row_width;
+  // HASH_TABLE only (else null); set before the variable is published, and
+  // thread-safe itself.
+  std::unique_ptr<HashTable> table;
 
   absl::Mutex mu;
+  // DENSE only: the values and slots.
   std::vector<float> values ABSL_GUARDED_BY(mu);
   OptimizerSlots slots ABSL_GUARDED_BY(mu);
   int64_t updates ABSL_GUARDED_BY(mu) = 0;
+};
+
+// A lookup or sparse gradient, checked.
+struct VariableStore::RowRequest {
+  Variable* var = nullptr;
+  std::vector<uint64_t> ids;  // as sent
+  std::vector<int64_t> rows;  // DENSE: the ids as row numbers
 };
 
 struct VariableStore::Metrics {
@@ -56,13 +78,18 @@ struct VariableStore::Metrics {
                          .Name("pscluster_ps_bytes_pulled_total")
                          .Help("Variable payload bytes returned by pulls.")
                          .Register(r)
-                         .Add({})) {}
+                         .Add({})),
+        evictions(prometheus::BuildCounter()
+                      .Name("pscluster_ps_hash_table_evictions_total")
+                      .Help("Hash-table rows evicted to stay within max_rows.")
+                      .Register(r)) {}
 
   prometheus::Counter& applied_updates;
   prometheus::Counter& pull_requests;
   prometheus::Counter& push_requests;
   prometheus::Counter& bytes_pushed;
   prometheus::Counter& bytes_pulled;
+  prometheus::Family<prometheus::Counter>& evictions;  // label: variable
 };
 
 namespace {
@@ -79,6 +106,14 @@ absl::Status CheckSameSpec(const VariableSpecProto& existing, const VariableSpec
     return absl::AlreadyExistsError(absl::StrCat("variable '", wanted.name(),
                                                  "' already exists with shape ", ShapeString(have),
                                                  " (requested ", ShapeString(want), ")"));
+  }
+  if (existing.kind() != wanted.kind() || existing.max_rows() != wanted.max_rows() ||
+      existing.eviction() != wanted.eviction()) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "variable '", wanted.name(), "' already exists as ", VariableKind_Name(existing.kind()),
+        " with max_rows ", existing.max_rows(), " and eviction ",
+        EvictionPolicy_Name(existing.eviction()), " (requested ", VariableKind_Name(wanted.kind()),
+        ", ", wanted.max_rows(), ", ", EvictionPolicy_Name(wanted.eviction()), ")"));
   }
   if (!SameMessage(existing.initializer(), wanted.initializer())) {
     return absl::AlreadyExistsError(
@@ -104,10 +139,40 @@ absl::StatusOr<std::unique_ptr<Optimizer>> ValidateSpec(const VariableSpecProto&
         "dtype ", DType_Name(spec.dtype()), " is not supported (expected DT_FLOAT32)")));
   }
   if (absl::Status s = ValidateShape(spec.shape(), max_elements); !s.ok()) return fail(s);
+  if (!VariableKind_IsValid(spec.kind())) {
+    return fail(absl::InvalidArgumentError(absl::StrCat("unknown kind ", spec.kind())));
+  }
+  if (spec.kind() == HASH_TABLE) {
+    if (spec.shape_size() != 1 || spec.shape(0) < 1) {
+      const Shape got(spec.shape().begin(), spec.shape().end());
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "a HASH_TABLE's shape is its row shape [dim] with dim >= 1, got ", ShapeString(got))));
+    }
+    if (spec.max_rows() < 0 || spec.max_rows() > HashTable::kMaxRows) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "max_rows must be in [0, ", HashTable::kMaxRows, "], got ", spec.max_rows())));
+    }
+    if (!EvictionPolicy_IsValid(spec.eviction())) {
+      return fail(absl::InvalidArgumentError(absl::StrCat("unknown eviction ", spec.eviction())));
+    }
+  } else if (spec.max_rows() != 0) {
+    return fail(absl::InvalidArgumentError("max_rows applies to HASH_TABLE variables only"));
+  }
   if (absl::Status s = ValidateInitializer(spec.initializer()); !s.ok()) return fail(s);
   auto optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) return fail(optimizer.status());
   return optimizer;
+}
+
+// Sets `out` to a float32 tensor of `shape` and returns its (uninitialised)
+// elements, to be written in place.
+float* AllocateTensor(absl::Span<const int64_t> shape, TensorProto* out) {
+  out->set_dtype(DT_FLOAT32);
+  out->mutable_shape()->Assign(shape.begin(), shape.end());
+  std::string* data = out->mutable_data();
+  data->resize(static_cast<size_t>(NumElements(shape)) * sizeof(float));
+  // The bytes of a std::string are suitably aligned for float (operator new).
+  return reinterpret_cast<float*>(data->data());
 }
 
 }  // namespace
@@ -163,6 +228,20 @@ absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& reques
   // 3. Initialise the new variables.
   for (auto& var : pending) {
     if (var == nullptr) continue;
+    if (var->is_table()) {  // empty; rows are created on first touch
+      HashTable::Options table;
+      table.name = var->spec.name();
+      table.dim = var->row_width;
+      table.max_rows = var->spec.max_rows();
+      table.eviction = var->spec.eviction();
+      table.initializer = var->spec.initializer();
+      table.optimizer = var->optimizer.get();
+      if (metrics_) {
+        table.evictions_counter = &metrics_->evictions.Add({{"variable", var->spec.name()}});
+      }
+      ASSIGN_OR_RETURN(var->table, HashTable::Create(std::move(table)));
+      continue;
+    }
     absl::MutexLock lock(&var->mu);
     var->values.resize(NumElements(var->shape));
     RunInitializer(var->spec.initializer(), var->spec.name(), var->shape,
@@ -187,14 +266,61 @@ absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& reques
   return absl::OkStatus();
 }
 
+absl::StatusOr<VariableStore::RowRequest> VariableStore::CheckRowRequest(const std::string& name,
+                                                                         const std::string& ids,
+                                                                         const char* what) {
+  RowRequest r;
+  ASSIGN_OR_RETURN(r.var, Find(name));
+  const Variable& var = *r.var;
+  if (var.row_width == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " of variable '", name, "': only a rank-2 DENSE variable or a HASH_TABLE has rows, '",
+        name, "' has shape ", ShapeString(var.shape)));
+  }
+  ASSIGN_OR_RETURN(r.ids, DecodeRowIds(ids, absl::StrCat(what, " of variable '", name, "'")));
+  if (var.is_table()) return r;
+  const int64_t rows = var.shape[0];
+  r.rows.reserve(r.ids.size());
+  for (uint64_t id : r.ids) {
+    const int64_t row = static_cast<int64_t>(id);
+    if (row < 0 || row >= rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("id ", row, " outside [0, ", rows, ") of variable '", name, "'"));
+    }
+    r.rows.push_back(row);
+  }
+  return r;
+}
+
 absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* response) {
   if (metrics_) metrics_->pull_requests.Increment();
+  // Check everything before reading anything (a lookup creates rows).
   std::vector<Variable*> vars;
   vars.reserve(request.names_size());
   for (const std::string& name : request.names()) {
     ASSIGN_OR_RETURN(Variable * var, Find(name));
+    if (var->is_table()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", name, "' is a HASH_TABLE: read it by row (PullRequest.lookups)"));
+    }
     vars.push_back(var);
   }
+  std::vector<RowRequest> lookups;
+  lookups.reserve(request.lookups_size());
+  int64_t elements = 0;
+  for (const RowIds& lookup : request.lookups()) {
+    ASSIGN_OR_RETURN(RowRequest r, CheckRowRequest(lookup.name(), lookup.ids(), "lookup"));
+    // Bound the response before allocating it: n ids of a wide row can ask
+    // for far more than one message may carry.
+    elements += static_cast<int64_t>(r.ids.size()) * r.var->row_width;
+    if (elements > options_.max_variable_elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lookups of this request ask for more than ", options_.max_variable_elements,
+          " elements (at lookup of variable '", lookup.name(), "', ", r.ids.size(), " ids)"));
+    }
+    lookups.push_back(std::move(r));
+  }
+
   int64_t bytes = 0;
   response->mutable_tensors()->Reserve(static_cast<int>(vars.size()));
   for (Variable* var : vars) {
@@ -203,6 +329,24 @@ absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* respo
     absl::ReaderMutexLock lock(&var->mu);
     EncodeTensor(var->shape, var->values, out->mutable_tensor());
     bytes += static_cast<int64_t>(out->tensor().data().size());
+  }
+  response->mutable_rows()->Reserve(static_cast<int>(lookups.size()));
+  for (const RowRequest& r : lookups) {
+    Variable* var = r.var;
+    const int64_t n = static_cast<int64_t>(r.ids.size());
+    const int64_t dim = var->row_width;
+    NamedTensor* out = response->add_rows();
+    out->set_name(var->spec.name());
+    float* rows = AllocateTensor({n, dim}, out->mutable_tensor());
+    if (var->is_table()) {
+      var->table->Lookup(r.ids, absl::MakeSpan(rows, static_cast<size_t>(n * dim)));
+    } else {
+      absl::ReaderMutexLock lock(&var->mu);
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy_n(var->values.data() + r.rows[i] * dim, dim, rows + i * dim);
+      }
+    }
+    bytes += n * dim * static_cast<int64_t>(sizeof(float));
   }
   if (metrics_) metrics_->bytes_pulled.Increment(static_cast<double>(bytes));
   return absl::OkStatus();
@@ -216,20 +360,59 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* /*res
   int64_t bytes = 0;
   for (const NamedTensor& grad : request.gradients()) {
     ASSIGN_OR_RETURN(Variable * var, Find(grad.name()));
+    if (var->is_table()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", grad.name(), "' is a HASH_TABLE: push its gradient by row (sparse)"));
+    }
     ASSIGN_OR_RETURN(absl::Span<const float> values,
                      TensorView(grad.tensor(), var->shape,
                                 absl::StrCat("gradient for variable '", grad.name(), "'")));
     updates.emplace_back(var, values);
     bytes += static_cast<int64_t>(grad.tensor().data().size());
   }
+  std::vector<std::pair<RowRequest, absl::Span<const float>>> sparse;
+  sparse.reserve(request.sparse_size());
+  for (const SparseGradient& grad : request.sparse()) {
+    ASSIGN_OR_RETURN(RowRequest r, CheckRowRequest(grad.name(), grad.ids(), "sparse gradient"));
+    absl::flat_hash_set<uint64_t> seen;
+    seen.reserve(r.ids.size());
+    for (uint64_t id : r.ids) {
+      if (!seen.insert(id).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sparse gradient of variable '", grad.name(), "': id ",
+                         r.var->is_table() ? absl::StrCat(id) : absl::StrCat(int64_t(id)),
+                         " appears more than once (ids must be distinct)"));
+      }
+    }
+    const int64_t n = static_cast<int64_t>(r.ids.size());
+    ASSIGN_OR_RETURN(absl::Span<const float> rows,
+                     TensorView(grad.rows(), {n, r.var->row_width},
+                                absl::StrCat("gradient rows for variable '", grad.name(), "'")));
+    bytes += static_cast<int64_t>(grad.rows().data().size());
+    sparse.emplace_back(std::move(r), rows);
+  }
+
   for (auto& [var, grad] : updates) {
     absl::MutexLock lock(&var->mu);
     ++var->updates;
     var->optimizer->Apply(var->updates, grad, absl::MakeSpan(var->values), &var->slots);
   }
-  applied_updates_.fetch_add(static_cast<int64_t>(updates.size()), std::memory_order_relaxed);
+  for (auto& [r, grad] : sparse) {
+    Variable* var = r.var;
+    absl::MutexLock lock(&var->mu);
+    const int64_t step = ++var->updates;
+    if (var->is_table()) {
+      var->table->ApplyGradients(step, r.ids, grad);
+      continue;
+    }
+    std::vector<float*> slots;
+    for (std::vector<float>& slot : var->slots) slots.push_back(slot.data());
+    var->optimizer->ApplyRows(step, var->row_width, r.rows, grad, var->values.data(), slots);
+  }
+  const int64_t applied = static_cast<int64_t>(updates.size() + sparse.size());
+  applied_updates_.fetch_add(applied, std::memory_order_relaxed);
   if (metrics_) {
-    metrics_->applied_updates.Increment(static_cast<double>(updates.size()));
+    metrics_->applied_updates.Increment(static_cast<double>(applied));
     metrics_->bytes_pushed.Increment(static_cast<double>(bytes));
   }
   return absl::OkStatus();
@@ -248,13 +431,24 @@ absl::Status VariableStore::Stats(const StatsRequest& /*request*/, StatsResponse
     VariableStats* s = response->add_variables();
     s->set_name(var->spec.name());
     s->mutable_shape()->Assign(var->shape.begin(), var->shape.end());
+    s->set_kind(var->spec.kind());
+    if (var->is_table()) {
+      const HashTable::Stats t = var->table->GetStats();
+      s->set_rows(t.rows);
+      s->set_evictions(t.evictions);
+      s->set_parameter_bytes(t.parameter_bytes);
+      s->set_slot_bytes(t.slot_bytes);
+    } else {
+      s->set_rows(var->shape.empty() ? 0 : var->shape[0]);
+    }
     absl::ReaderMutexLock lock(&var->mu);
+    s->set_updates(var->updates);
+    if (var->is_table()) continue;
     s->set_parameter_bytes(static_cast<int64_t>(var->values.size() * sizeof(float)));
     int64_t slot_bytes = 0;
     for (const auto& slot : var->slots)
       slot_bytes += static_cast<int64_t>(slot.size() * sizeof(float));
     s->set_slot_bytes(slot_bytes);
-    s->set_updates(var->updates);
   }
   response->set_applied_updates(applied_updates_.load(std::memory_order_relaxed));
   return absl::OkStatus();
