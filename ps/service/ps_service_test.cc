@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/row_ids.h"
 #include "common/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -129,6 +130,72 @@ TEST_F(PsServiceTest, ErrorsKeepTheirCodeAndTheServerKeepsServing) {
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_THAT(*w, ElementsAre(1.0f, 1.0f, 1.0f, 1.0f));
   EXPECT_TRUE(PushW({2, 2}, 1.0f).ok());
+}
+
+TEST_F(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
+  CreateVariablesRequest create;
+  VariableSpecProto* table = create.add_variables();
+  table->set_name("t/part_0");
+  table->set_dtype(DT_FLOAT32);
+  table->set_kind(HASH_TABLE);
+  table->add_shape(2);
+  table->set_max_rows(100);
+  table->set_eviction(AGE);
+  table->mutable_initializer()->set_type("constant");
+  table->mutable_initializer()->set_value(0.5f);
+  table->mutable_optimizer()->set_type("sgd");
+  table->mutable_optimizer()->set_learning_rate(0.5f);
+  CreateVariablesResponse created;
+  ASSERT_TRUE(client_->CreateVariables(create, &created).ok());
+
+  // One push: a hash-table row and row 1 of the dense [2, 2] "w" (all ones).
+  PushRequest push;
+  SparseGradient* g = push.add_sparse();
+  g->set_name("t/part_0");
+  g->set_ids(EncodeRowIds(std::vector<uint64_t>{uint64_t{1} << 63}));
+  EncodeTensor({1, 2}, {1.0f, -1.0f}, g->mutable_rows());
+  g = push.add_sparse();
+  g->set_name("w");
+  g->set_ids(EncodeRowIds(std::vector<int64_t>{1}));
+  EncodeTensor({1, 2}, {1.0f, 2.0f}, g->mutable_rows());
+  PushResponse pushed;
+  ASSERT_TRUE(client_->Push(push, &pushed).ok());
+
+  PullRequest pull;
+  RowIds* lookup = pull.add_lookups();
+  lookup->set_name("t/part_0");
+  lookup->set_ids(EncodeRowIds(std::vector<uint64_t>{7, uint64_t{1} << 63, 7}));
+  lookup = pull.add_lookups();
+  lookup->set_name("w");
+  lookup->set_ids(EncodeRowIds(std::vector<int64_t>{1, 0}));
+  PullResponse resp;
+  ASSERT_TRUE(client_->Pull(pull, &resp).ok());
+  ASSERT_EQ(resp.rows_size(), 2);
+  auto table_rows = DecodeTensor(resp.rows(0).tensor());
+  ASSERT_TRUE(table_rows.ok());
+  EXPECT_THAT(table_rows->shape(), ElementsAre(3, 2));
+  EXPECT_THAT(table_rows->values(), ElementsAre(0.5f, 0.5f, 0.0f, 1.0f, 0.5f, 0.5f));
+  auto w_rows = DecodeTensor(resp.rows(1).tensor());
+  ASSERT_TRUE(w_rows.ok());
+  EXPECT_THAT(w_rows->values(), ElementsAre(0.5f, 0.0f, 1.0f, 1.0f));
+
+  StatsResponse stats;
+  ASSERT_TRUE(client_->Stats(StatsRequest(), &stats).ok());
+  ASSERT_EQ(stats.variables_size(), 2);
+  EXPECT_EQ(stats.variables(0).name(), "t/part_0");
+  EXPECT_EQ(stats.variables(0).kind(), HASH_TABLE);
+  EXPECT_EQ(stats.variables(0).rows(), 2);
+
+  // A repeated id is INVALID_ARGUMENT over the wire too, and nothing moves.
+  g = push.mutable_sparse(1);
+  g->set_ids(EncodeRowIds(std::vector<int64_t>{0, 0}));
+  EncodeTensor({2, 2}, {1.0f, 1.0f, 1.0f, 1.0f}, g->mutable_rows());
+  absl::Status s = client_->Push(push, &pushed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("'w'"), HasSubstr("id 0")));
+  auto w = PullW();
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(*w, ElementsAre(1.0f, 1.0f, 0.5f, 0.0f));
 }
 
 TEST(GrpcPsClientTest, UnreachableServerIsUnavailableNamingTheTarget) {
