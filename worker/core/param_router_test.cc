@@ -6,16 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/model_variables.h"
 #include "common/partitioner.h"
-#include "common/ps_client.h"
 #include "common/row_ids.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ps/core/in_process_ps_client.h"
 #include "ps/core/variable_store.h"
+#include "worker/core/row_shim_testing.h"
 
 namespace pscluster {
 namespace {
@@ -29,91 +27,6 @@ std::vector<uint64_t> DecodeIds(const std::string& bytes) {
   EXPECT_TRUE(ids.ok()) << ids.status();
   return ids.ok() ? *ids : std::vector<uint64_t>();
 }
-
-// TEST SHIM, until VariableStore serves PullRequest.lookups and
-// PushRequest.sparse itself: answers lookups of a DENSE variable by pulling
-// it whole from the real store and returning the rows in the order of the
-// ids (duplicates included, as ps.proto promises), and applies a sparse
-// gradient as a dense one that is zero outside its rows (the same update for
-// SGD). A repeated id in a SparseGradient is INVALID_ARGUMENT, as ps.proto
-// says. It also counts the requests it gets.
-class RowShim : public PsClient {
- public:
-  explicit RowShim(VariableStore* store) : inner_(store) {}
-
-  int pulls = 0;
-  int pushes = 0;
-  std::vector<PullRequest> pull_log;
-  std::vector<PushRequest> push_log;
-
-  absl::Status CreateVariables(const CreateVariablesRequest& request,
-                               CreateVariablesResponse* response) override {
-    return inner_.CreateVariables(request, response);
-  }
-  absl::Status Pull(const PullRequest& request, PullResponse* response) override {
-    ++pulls;
-    pull_log.push_back(request);
-    PullRequest whole;
-    *whole.mutable_names() = request.names();
-    for (const RowIds& l : request.lookups()) whole.add_names(l.name());
-    PullResponse got;
-    if (absl::Status s = inner_.Pull(whole, &got); !s.ok()) return s;
-    for (int i = 0; i < request.names_size(); ++i) *response->add_tensors() = got.tensors(i);
-    for (int l = 0; l < request.lookups_size(); ++l) {
-      auto table = DecodeTensor(got.tensors(request.names_size() + l).tensor());
-      if (!table.ok()) return table.status();
-      const int64_t dim = table->shape()[1];
-      std::vector<float> rows;
-      for (uint64_t id : DecodeIds(request.lookups(l).ids())) {
-        if (id >= static_cast<uint64_t>(table->shape()[0])) {
-          return absl::InvalidArgumentError(absl::StrCat("row ", id, " out of range"));
-        }
-        rows.insert(rows.end(), table->data() + id * dim, table->data() + (id + 1) * dim);
-      }
-      NamedTensor* out = response->add_rows();
-      out->set_name(request.lookups(l).name());
-      EncodeTensor({static_cast<int64_t>(rows.size()) / dim, dim}, rows, out->mutable_tensor());
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Push(const PushRequest& request, PushResponse* response) override {
-    ++pushes;
-    push_log.push_back(request);
-    PushRequest dense;
-    *dense.mutable_gradients() = request.gradients();
-    for (const SparseGradient& g : request.sparse()) {
-      PullRequest req;
-      req.add_names(g.name());
-      PullResponse got;
-      if (absl::Status s = inner_.Pull(req, &got); !s.ok()) return s;
-      const Shape shape(got.tensors(0).tensor().shape().begin(),
-                        got.tensors(0).tensor().shape().end());
-      auto rows = DecodeTensor(g.rows());
-      if (!rows.ok()) return rows.status();
-      const int64_t dim = shape[1];
-      std::vector<float> full(NumElements(shape), 0.0f);
-      absl::flat_hash_set<uint64_t> seen;
-      const std::vector<uint64_t> ids = DecodeIds(g.ids());
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (!seen.insert(ids[i]).second) {
-          return absl::InvalidArgumentError(absl::StrCat("id ", ids[i], " repeated"));
-        }
-        std::copy(rows->data() + i * dim, rows->data() + (i + 1) * dim,
-                  full.begin() + ids[i] * dim);
-      }
-      NamedTensor* out = dense.add_gradients();
-      out->set_name(g.name());
-      EncodeTensor(shape, full, out->mutable_tensor());
-    }
-    return inner_.Push(dense, response);
-  }
-  absl::Status Stats(const StatsRequest& request, StatsResponse* response) override {
-    return inner_.Stats(request, response);
-  }
-
- private:
-  InProcessPsClient inner_;
-};
 
 VariableSpecProto Var(const std::string& name, Shape shape, VariableKind kind = DENSE) {
   VariableSpecProto v;

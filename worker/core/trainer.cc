@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "worker/core/backend_factory.h"
 
@@ -15,6 +16,13 @@ constexpr size_t kCachedEpochs = 2;
 
 double SecondsSince(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
 
+void AddHistogram(const std::vector<int64_t>& counts,
+                  google::protobuf::RepeatedField<int64_t>* total) {
+  if (counts.empty()) return;
+  if (total->empty()) total->Resize(static_cast<int>(counts.size()), 0);
+  for (size_t i = 0; i < counts.size(); ++i) (*total)[static_cast<int>(i)] += counts[i];
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
@@ -23,41 +31,34 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   auto t = std::unique_ptr<Trainer>(new Trainer());
   t->spec_ = spec;
   ASSIGN_OR_RETURN(t->model_, Model::Create(spec));
-  if (t->model_->num_features() > 0) {
-    return absl::UnimplementedError("the worker cannot train categorical features yet");
-  }
+  // Placement first: it is cheap to check and names the variable at fault.
+  t->ps_ = std::move(ps);
+  if (t->ps_.empty()) return absl::InvalidArgumentError("the job has no PS task");
+  ASSIGN_OR_RETURN(t->router_, ParamRouter::Create(t->model_->variables(), placement,
+                                                   static_cast<int>(t->ps_.size())));
   ASSIGN_OR_RETURN(t->train_, LoadDataset(spec.data.train, spec.model));
   ASSIGN_OR_RETURN(t->eval_, LoadDataset(spec.data.eval, spec.model));
   for (const Dataset* d : {&t->train_, &t->eval_}) {
     const DataSourceSpec& src = d == &t->train_ ? spec.data.train : spec.data.eval;
+    const std::string& file = src.format == "idx" ? src.images : src.path;
+    const std::string what = src.format == "synthetic_ctr" ? "synthetic_ctr data" : "'" + file + "'";
     if (d->features != t->model_->input_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", src.images, "' has ", d->features, " features per example but model.inputs.dense is ",
-          t->model_->input_size()));
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", d->features,
+                                                     " features per example but model.inputs.dense is ",
+                                                     t->model_->input_size()));
     }
     if (d->num_classes > t->model_->num_classes()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "'", src.labels, "' has labels up to ", d->num_classes - 1, " but the last layer has ",
-          t->model_->num_classes(), " units"));
+          src.format == "idx" ? "'" + src.labels + "'" : what, " has labels up to ",
+          d->num_classes - 1, " but the model has ", t->model_->num_classes(), " classes"));
+    }
+    if (static_cast<int>(d->categorical.size()) != t->model_->num_features()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", d->categorical.size(),
+                                                     " categorical columns for ",
+                                                     t->model_->num_features(), " features"));
     }
   }
   t->eval_order_ = EpochPermutation(t->eval_.count, spec.seed, 0, /*shuffle=*/false);
-
-  t->ps_ = std::move(ps);
-  if (t->ps_.empty()) return absl::InvalidArgumentError("the job has no PS task");
-  t->vars_by_ps_.resize(t->ps_.size());
-  const auto& vars = t->model_->variables();
-  for (size_t v = 0; v < vars.size(); ++v) {
-    int ps_index = -1;
-    for (const auto& p : placement) {
-      if (p.name() == vars[v].name()) ps_index = p.ps_index();
-    }
-    if (ps_index < 0 || ps_index >= static_cast<int>(t->ps_.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("no valid PS placement for variable '", vars[v].name(), "'"));
-    }
-    t->vars_by_ps_[ps_index].push_back(static_cast<int>(v));
-  }
   // Build one context up front: fails early (e.g. device: cuda on a machine
   // without a GPU) and names the backend.
   ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, t->AcquireContext());
@@ -79,8 +80,13 @@ absl::StatusOr<std::unique_ptr<Trainer::Context>> Trainer::AcquireContext() {
   }
   auto ctx = std::make_unique<Context>();
   ASSIGN_OR_RETURN(ctx->backend, CreateBackend(spec_.device));
+  // Embedding tables are never held whole: their entries stay empty.
   for (const VariableSpecProto& v : model_->variables()) {
-    ctx->params.emplace_back(Shape(v.shape().begin(), v.shape().end()));
+    if (IsRowAccessed(v)) {
+      ctx->params.emplace_back();
+    } else {
+      ctx->params.emplace_back(Shape(v.shape().begin(), v.shape().end()));
+    }
   }
   return ctx;
 }
@@ -102,41 +108,21 @@ std::shared_ptr<const std::vector<int64_t>> Trainer::Order(int64_t epoch) {
 }
 
 absl::Status Trainer::Pull(Context* ctx) {
-  const auto& vars = model_->variables();
+  ctx->pulled.resize(ps_.size());
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (vars_by_ps_[p].empty()) continue;
-    PullRequest request;
-    for (int v : vars_by_ps_[p]) request.add_names(vars[v].name());
-    PullResponse response;
-    RETURN_IF_ERROR(ps_[p]->Pull(request, &response));
-    if (response.tensors_size() != request.names_size()) {
-      return absl::InternalError(absl::StrCat("PS ", p, " returned ", response.tensors_size(),
-                                              " tensors for ", request.names_size(), " names"));
-    }
-    for (int i = 0; i < response.tensors_size(); ++i) {
-      const int v = vars_by_ps_[p][i];
-      Tensor& dst = ctx->params[v];
-      ASSIGN_OR_RETURN(absl::Span<const float> view,
-                       TensorView(response.tensors(i).tensor(), dst.shape(),
-                                  absl::StrCat("variable '", vars[v].name(), "' from PS ", p)));
-      std::memcpy(dst.data(), view.data(), view.size() * sizeof(float));
-    }
+    ctx->pulled[p].Clear();
+    if (!HasWork(ctx->step.pull[p])) continue;
+    RETURN_IF_ERROR(ps_[p]->Pull(ctx->step.pull[p], &ctx->pulled[p]));
   }
-  return absl::OkStatus();
+  return router_->ReadPull(ctx->step, ctx->pulled, &ctx->params, &ctx->rows);
 }
 
-absl::Status Trainer::Push(const Context& ctx) {
-  const auto& vars = model_->variables();
+absl::Status Trainer::Push(Context* ctx) {
+  router_->BuildPush(ctx->step, ctx->grads, ctx->row_grads, &ctx->push);
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (vars_by_ps_[p].empty()) continue;
-    PushRequest request;
-    for (int v : vars_by_ps_[p]) {
-      NamedTensor* g = request.add_gradients();
-      g->set_name(vars[v].name());
-      EncodeTensor(ctx.grads[v], g->mutable_tensor());
-    }
+    if (!HasWork(ctx->push[p])) continue;
     PushResponse response;
-    RETURN_IF_ERROR(ps_[p]->Push(request, &response));
+    RETURN_IF_ERROR(ps_[p]->Push(ctx->push[p], &response));
   }
   return absl::OkStatus();
 }
@@ -153,6 +139,25 @@ void Trainer::Gather(const Dataset& data, const std::vector<int64_t>& order, int
     std::memcpy(batch.x.data() + i * data.features, data.x.data() + row * data.features,
                 sizeof(float) * data.features);
     batch.y[i] = data.y[row];
+  }
+  const size_t features = data.categorical.size();
+  batch.features.resize(features);
+  ctx->ids.resize(features);
+  ctx->unique_ids.resize(features);
+  for (size_t f = 0; f < features; ++f) {
+    const CategoricalColumn& column = data.categorical[f];
+    FeatureRows& rows = batch.features[f];
+    std::vector<uint64_t>& ids = ctx->ids[f];
+    rows.offsets.resize(n + 1);
+    rows.offsets[0] = 0;
+    ids.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = order[begin + i];
+      ids.insert(ids.end(), column.ids.begin() + column.offsets[row],
+                 column.ids.begin() + column.offsets[row + 1]);
+      rows.offsets[i + 1] = static_cast<int64_t>(ids.size());
+    }
+    DedupeIds(ids, &ctx->unique_ids[f], &rows.index);
   }
 }
 
@@ -175,17 +180,23 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
   const int64_t batch = spec_.data.per_replica_batch;
   absl::Status status;
   double compute = 0, pull = 0, push = 0;
+  const bool lookups = model_->num_features() > 0;
   for (int64_t b = split.begin(); b < split.end() && status.ok(); b += batch) {
     const int64_t e = std::min(split.end(), b + batch);
-    // Evaluation reads the model once per closure; training re-reads it every step.
-    if (train || b == split.begin()) {
-      const absl::Time t0 = absl::Now();
-      status = Pull(ctx.get());
+    absl::Time t0 = absl::Now();
+    Gather(data, rows, b, e, ctx.get());
+    compute += SecondsSince(t0);
+    // Evaluation reads the dense variables once per closure; training
+    // re-reads them every step. Embedding rows are looked up every step.
+    const bool dense = train || b == split.begin();
+    if (dense || lookups) {
+      t0 = absl::Now();
+      status = router_->PlanStep(dense, ctx->unique_ids, &ctx->step);
+      if (status.ok()) status = Pull(ctx.get());
       pull += SecondsSince(t0);
       if (!status.ok()) break;
     }
-    const absl::Time t0 = absl::Now();
-    Gather(data, rows, b, e, ctx.get());
+    t0 = absl::Now();
     StepResult step;
     if (train) {
       model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
@@ -197,7 +208,7 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
     compute += SecondsSince(t0);
     if (train) {
       const absl::Time t1 = absl::Now();
-      status = Push(*ctx);
+      status = Push(ctx.get());
       push += SecondsSince(t1);
     }
     if (status.ok()) {
@@ -205,6 +216,8 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
       response->set_examples(response->examples() + step.examples);
       response->set_loss_sum(response->loss_sum() + step.loss_sum);
       response->set_correct(response->correct() + step.correct);
+      AddHistogram(step.positive_histogram, response->mutable_positive_histogram());
+      AddHistogram(step.negative_histogram, response->mutable_negative_histogram());
     }
   }
   response->set_compute_seconds(compute);

@@ -1,10 +1,16 @@
 // Trainer: a worker's side of a job. Runs closures — N training steps (or an
 // evaluation) over a data split — against the PS tasks that hold the model.
 //
-// Each training step pulls every variable (one fused request per PS), runs
-// forward and backward on the backend, and pushes the gradients (one fused
-// request per PS). Steps are asynchronous: other closures, here or on other
-// workers, update the same variables between this step's pull and push.
+// Each training step gathers the batch (dense features, labels and the ids
+// of each categorical feature, deduped), then makes ONE fused pull per PS:
+// every whole-read variable (or its shards) plus the rows of the batch's
+// unique ids from each embedding table (ParamRouter); embedding tables are
+// never pulled whole. It runs forward and backward on the backend and makes
+// ONE fused push per PS: dense gradients split by shard, and the summed
+// gradient of each unique embedding row. An evaluation reads the dense
+// variables once per closure and looks up rows every step. Steps are
+// asynchronous: other closures, here or on other workers, update the same
+// variables between this step's pull and push.
 //
 // Thread-safe: several closures may run at once; each borrows its own
 // backend and scratch buffers from a pool.
@@ -26,25 +32,29 @@
 #include "worker/core/backend.h"
 #include "worker/core/dataset.h"
 #include "worker/core/model.h"
+#include "worker/core/param_router.h"
 
 namespace pscluster {
 
 class Trainer {
  public:
   // Builds the trainer: loads the train and eval data named in `spec`,
-  // builds the model and checks that `placement` names a valid PS for every
-  // model variable. `ps[i]` is PS task i (owned). Errors: NOT_FOUND for a
-  // missing data file, INVALID_ARGUMENT for data that does not fit the model
-  // or a bad placement, FAILED_PRECONDITION for device: cuda without a GPU.
+  // builds the model and checks `placement` (ParamRouter::Create: every
+  // model variable placed once on a valid PS, shards contiguous and covering
+  // all rows). `ps[i]` is PS task i (owned). Errors: NOT_FOUND for a missing
+  // data file, INVALID_ARGUMENT for data that does not fit the model or a
+  // bad placement, FAILED_PRECONDITION for device: cuda without a GPU.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(
       const JobSpec& spec, std::vector<std::unique_ptr<PsClient>> ps,
       const std::vector<VariablePlacementProto>& placement);
 
   ~Trainer();
 
-  // Runs one closure. INVALID_ARGUMENT for a split outside the data set; PS
-  // errors are returned as they came (UNAVAILABLE when a PS is down). A
-  // failed closure may have pushed some of its steps.
+  // Runs one closure. INVALID_ARGUMENT for a split outside the data set or
+  // an id outside a fixed vocabulary; PS errors are returned as they came
+  // (UNAVAILABLE when a PS is down). A failed closure may have pushed some of
+  // its steps. EVAL of a sigmoid model also returns the probability
+  // histograms (kAucBuckets each).
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response);
 
   const std::string& backend_name() const { return backend_name_; }
@@ -59,16 +69,26 @@ class Trainer {
     std::vector<Tensor> params;
     std::vector<Tensor> grads;
     ModelBatch batch;
-    std::vector<Tensor> rows;
-    std::vector<Tensor> row_grads;
+    // Per categorical feature: the batch's ids and their unique values.
+    std::vector<std::vector<uint64_t>> ids;
+    std::vector<std::vector<uint64_t>> unique_ids;
+    RoutedStep step;
+    std::vector<PullResponse> pulled;
+    std::vector<PushRequest> push;
+    std::vector<Tensor> rows;       // per feature [unique, dim]
+    std::vector<Tensor> row_grads;  // per feature [unique, dim]
   };
 
   Trainer() = default;
   absl::StatusOr<std::unique_ptr<Context>> AcquireContext();
   void ReleaseContext(std::unique_ptr<Context> ctx);
+  // One pull per PS for the planned step, then the rows and (if planned)
+  // dense variables into ctx->rows / ctx->params.
   absl::Status Pull(Context* ctx);
-  absl::Status Push(const Context& ctx);
-  // Copies examples order[begin, end) into the context's batch buffers.
+  // One push per PS with the step's gradients.
+  absl::Status Push(Context* ctx);
+  // Copies examples order[begin, end) into the context's batch buffers and
+  // dedupes each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,
               Context* ctx) const;
   // The training order of `epoch`, computed once and cached for recent epochs.
@@ -80,8 +100,7 @@ class Trainer {
   Dataset eval_;
   std::vector<int64_t> eval_order_;
   std::vector<std::unique_ptr<PsClient>> ps_;
-  // Variable indices held by each PS.
-  std::vector<std::vector<int>> vars_by_ps_;
+  std::unique_ptr<ParamRouter> router_;
   std::string backend_name_;
 
   absl::Mutex mu_;
