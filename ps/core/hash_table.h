@@ -23,8 +23,12 @@
 // is under max_rows; past it the victim's slot is reused in place, so the
 // arenas never have holes and sampling a slot is O(1). Per row, besides the
 // floats, the table keeps its id (8 bytes), touch count (4) and last-touch
-// tick (8), plus the map entry (16 bytes at load factor 7/16..7/8, i.e.
-// ~19-37 bytes): about 40-57 bytes of overhead per row.
+// tick (8), plus the map entry (16 bytes + 1 control byte per bucket at load
+// factor 7/16..7/8, i.e. ~19-39 bytes): about 40-59 bytes of overhead per
+// row. The arenas grow by doubling but never past max_rows, so a full bounded
+// table has no spare capacity (an unbounded one may carry up to 2x).
+// Rows are never removed except by eviction, which reuses the slot at once,
+// so no free list is needed.
 //
 // Thread-safe: one mutex per table serialises lookups and updates.
 #ifndef PSCLUSTER_PS_CORE_HASH_TABLE_H_
