@@ -9,11 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/model_variables.h"
 #include "common/partitioner.h"
+#include "common/ps_client.h"
 #include "common/row_ids.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ps/core/in_process_ps_client.h"
 #include "ps/core/variable_store.h"
-#include "worker/core/row_shim_testing.h"
 
 namespace pscluster {
 namespace {
@@ -27,6 +28,38 @@ std::vector<uint64_t> DecodeIds(const std::string& bytes) {
   EXPECT_TRUE(ids.ok()) << ids.status();
   return ids.ok() ? *ids : std::vector<uint64_t>();
 }
+
+// A real in-process PS client that also counts and logs its requests.
+class RecordingPsClient : public PsClient {
+ public:
+  explicit RecordingPsClient(VariableStore* store) : inner_(store) {}
+
+  int pulls = 0;
+  int pushes = 0;
+  std::vector<PullRequest> pull_log;
+  std::vector<PushRequest> push_log;
+
+  absl::Status CreateVariables(const CreateVariablesRequest& request,
+                               CreateVariablesResponse* response) override {
+    return inner_.CreateVariables(request, response);
+  }
+  absl::Status Pull(const PullRequest& request, PullResponse* response) override {
+    ++pulls;
+    pull_log.push_back(request);
+    return inner_.Pull(request, response);
+  }
+  absl::Status Push(const PushRequest& request, PushResponse* response) override {
+    ++pushes;
+    push_log.push_back(request);
+    return inner_.Push(request, response);
+  }
+  absl::Status Stats(const StatsRequest& request, StatsResponse* response) override {
+    return inner_.Stats(request, response);
+  }
+
+ private:
+  InProcessPsClient inner_;
+};
 
 VariableSpecProto Var(const std::string& name, Shape shape, VariableKind kind = DENSE) {
   VariableSpecProto v;
@@ -53,12 +86,14 @@ class TwoPs {
     placement = plan->placement;
     for (int ps = 0; ps < 2; ++ps) {
       stores_.push_back(std::make_unique<VariableStore>());
-      clients.push_back(std::make_unique<RowShim>(stores_.back().get()));
+      clients.push_back(std::make_unique<RecordingPsClient>(stores_.back().get()));
       CreateVariablesResponse created;
       EXPECT_TRUE(clients[ps]->CreateVariables(plan->per_ps[ps], &created).ok());
     }
-    // Set the values: with zeros and SGD(1), pushing -v leaves v.
+    // Set the values: with zeros and SGD(1), pushing -v leaves v. (Hash
+    // tables start empty; their rows appear on first lookup.)
     for (size_t v = 0; v < vars.size(); ++v) {
+      if (vars[v].kind() == HASH_TABLE) continue;
       const VariablePlacementProto& p = placement[v];
       const Shape shape(vars[v].shape().begin(), vars[v].shape().end());
       const int64_t cols = shape.size() > 1 ? shape[1] : 1;
@@ -110,7 +145,7 @@ class TwoPs {
   }
 
   std::vector<VariablePlacementProto> placement;
-  std::vector<std::unique_ptr<RowShim>> clients;
+  std::vector<std::unique_ptr<RecordingPsClient>> clients;
 
  private:
   std::vector<std::unique_ptr<VariableStore>> stores_;
@@ -297,8 +332,9 @@ TEST(ParamRouterTest, UnpartitionedEmbeddingKeepsIds) {
   EXPECT_THAT(params[0].values(), ElementsAre(Value(0, 0, 0), Value(0, 1, 0), Value(0, 2, 0)));
 }
 
-// Hash tables, without a PS: each id goes to shard HashTableShard(id, n) on
-// that shard's PS, and the key sent is the id itself.
+// Hash-table routing in detail, with fake PS answers: each id goes to shard
+// HashTableShard(id, n) on that shard's PS, and the key sent is the id
+// itself.
 TEST(ParamRouterTest, HashTableIdsGoToTheirHashShardWithTheIdAsKey) {
   const std::vector<VariableSpecProto> vars = {Var("embedding/tags", {4}, HASH_TABLE)};
   auto plan = PlanVariables(vars, PartitionerSpec(), 2);
@@ -348,6 +384,58 @@ TEST(ParamRouterTest, HashTableIdsGoToTheirHashShardWithTheIdAsKey) {
       const size_t u = std::find(ids.begin(), ids.end(), keys[i]) - ids.begin();
       EXPECT_EQ(g->values()[i * 4], static_cast<float>(u));
     }
+  }
+}
+
+// The same must-show on a hash table held by two real PS: rows are created
+// on first lookup, set through sparse pushes, and read back in request order
+// for shuffled, repeated keys; each PS holds exactly the keys of its shard.
+TEST(ParamRouterTest, HashTableLookupsOnRealPsReturnRowsInRequestOrder) {
+  const std::vector<VariableSpecProto> vars = {Var("embedding/tags", {3}, HASH_TABLE)};
+  TwoPs cluster(vars, PartitionerSpec());
+  auto router = ParamRouter::Create(vars, cluster.placement, 2);
+  ASSERT_TRUE(router.ok()) << router.status();
+  std::vector<uint64_t> keys;
+  for (uint64_t i = 1; i <= 12; ++i) keys.push_back(i * 0x9e3779b97f4a7c15ULL);
+  auto expected = [](uint64_t key, int c) { return static_cast<float>(key % 997) + 0.25f * c; };
+
+  // First touch: rows come back as initialised (zeros); then set each row.
+  RoutedStep step;
+  ASSERT_TRUE((*router)->PlanStep(false, {keys}, &step).ok());
+  std::vector<Tensor> params(1), rows;
+  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+  for (float v : rows[0].values()) EXPECT_EQ(v, 0.0f);
+  Tensor set({static_cast<int64_t>(keys.size()), 3});
+  for (size_t u = 0; u < keys.size(); ++u) {
+    for (int c = 0; c < 3; ++c) set.values()[u * 3 + c] = -expected(keys[u], c);
+  }
+  std::vector<PushRequest> push;
+  (*router)->BuildPush(step, {}, {set}, &push);
+  cluster.Push(push);
+
+  const std::vector<uint64_t> ids = {keys[7], keys[2], keys[7], keys[11], keys[0], keys[2],
+                                     keys[5], keys[7], keys[9]};
+  std::vector<uint64_t> unique;
+  std::vector<int64_t> index;
+  DedupeIds(ids, &unique, &index);
+  ASSERT_TRUE((*router)->PlanStep(false, {unique}, &step).ok());
+  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const float* row = rows[0].data() + index[k] * 3;
+    EXPECT_THAT(std::vector<float>(row, row + 3),
+                ElementsAre(expected(ids[k], 0), expected(ids[k], 1), expected(ids[k], 2)))
+        << "request position " << k;
+  }
+  int64_t want_rows[2] = {0, 0};
+  for (uint64_t key : keys) ++want_rows[HashTableShard(key, 2)];
+  ASSERT_GT(want_rows[0], 0);
+  ASSERT_GT(want_rows[1], 0);
+  for (int ps = 0; ps < 2; ++ps) {
+    StatsResponse stats;
+    ASSERT_TRUE(cluster.clients[ps]->Stats(StatsRequest(), &stats).ok());
+    ASSERT_EQ(stats.variables_size(), 1);
+    EXPECT_EQ(stats.variables(0).name(), absl::StrCat("embedding/tags/part_", ps));
+    EXPECT_EQ(stats.variables(0).rows(), want_rows[ps]);
   }
 }
 
