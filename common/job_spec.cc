@@ -498,11 +498,35 @@ void CheckInputs(const YAML::Node& root, const JobSpec& spec) {
   }
 }
 
+void ParseCheckpoint(const YAML::Node& n, CheckpointSpec* c) {
+  CheckKeys(n, "checkpoint", {"dir", "every_steps", "every_seconds", "keep"});
+  c->dir = Str(Required(n, "dir", "checkpoint"), "checkpoint.dir");
+  if (c->dir.empty()) Fail(n["dir"], "checkpoint.dir must not be empty");
+  if (n["every_steps"]) c->every_steps = Int(n["every_steps"], "checkpoint.every_steps", 0);
+  if (n["every_seconds"]) {
+    c->every_seconds = Num(n["every_seconds"], "checkpoint.every_seconds");
+    if (c->every_seconds < 0) Fail(n["every_seconds"], "checkpoint.every_seconds must be >= 0");
+  }
+  if (n["keep"]) c->keep = Int(n["keep"], "checkpoint.keep", 1);
+}
+
+void ParseFaultTolerance(const YAML::Node& n, FaultToleranceSpec* f) {
+  CheckKeys(n, "fault_tolerance", {"max_attempts", "ps_recovery_timeout_s", "health_check_interval_s"});
+  if (n["max_attempts"]) f->max_attempts = Int(n["max_attempts"], "fault_tolerance.max_attempts", 1);
+  if (n["ps_recovery_timeout_s"]) {
+    f->ps_recovery_timeout_s = Positive(n["ps_recovery_timeout_s"], "fault_tolerance.ps_recovery_timeout_s");
+  }
+  if (n["health_check_interval_s"]) {
+    f->health_check_interval_s =
+        Positive(n["health_check_interval_s"], "fault_tolerance.health_check_interval_s");
+  }
+}
+
 JobSpec ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) Fail(root, "the job spec is empty");
   CheckKeys(root, "the job spec",
             {"name", "strategy", "device", "seed", "model", "optimizer", "variable_partitioner",
-             "data", "train"});
+             "data", "train", "checkpoint", "fault_tolerance"});
   JobSpec spec;
   spec.name = root["name"] ? Str(root["name"], "name") : "job";
   if (YAML::Node s = root["strategy"]) {
@@ -527,6 +551,8 @@ JobSpec ParseRoot(const YAML::Node& root) {
   ParseData(Required(root, "data", "the job spec"), &spec.data);
   CheckInputs(root, spec);
   if (root["train"]) ParseTrain(root["train"], &spec.train);
+  if (root["checkpoint"]) ParseCheckpoint(root["checkpoint"], &spec.checkpoint);
+  if (root["fault_tolerance"]) ParseFaultTolerance(root["fault_tolerance"], &spec.fault_tolerance);
   return spec;
 }
 

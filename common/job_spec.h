@@ -124,6 +124,28 @@ struct TrainSpec {
   int64_t closures_per_worker = 2;
 };
 
+struct CheckpointSpec {
+  // Where checkpoints and the job log live (a file system every PS and the
+  // coordinator share). Empty: no checkpoints.
+  std::string dir;
+  // Take one after this many training steps (0: never by steps) and/or this
+  // many seconds (0: never by time); always one at the end of the job.
+  int64_t every_steps = 0;
+  double every_seconds = 0;
+  // Committed checkpoints kept; older ones are deleted.
+  int64_t keep = 3;
+};
+
+struct FaultToleranceSpec {
+  // Runs of one closure before the job fails.
+  int64_t max_attempts = 5;
+  // How long the coordinator waits for a failed PS to come back before it
+  // fails the job.
+  double ps_recovery_timeout_s = 60;
+  // How often the coordinator checks the health of PS tasks and workers.
+  double health_check_interval_s = 0.5;
+};
+
 struct JobSpec {
   std::string name;
   Strategy strategy = Strategy::kParameterServer;
@@ -135,6 +157,8 @@ struct JobSpec {
   PartitionerSpec partitioner;
   DataSpec data;
   TrainSpec train;
+  CheckpointSpec checkpoint;
+  FaultToleranceSpec fault_tolerance;
   // The YAML this spec was parsed from; workers receive it verbatim.
   std::string yaml;
 };
