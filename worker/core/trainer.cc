@@ -117,10 +117,14 @@ absl::Status Trainer::Pull(Context* ctx) {
   return router_->ReadPull(ctx->step, ctx->pulled, &ctx->params, &ctx->rows);
 }
 
-absl::Status Trainer::Push(Context* ctx) {
+absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index) {
   router_->BuildPush(ctx->step, ctx->grads, ctx->row_grads, &ctx->push);
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (!HasWork(ctx->push[p])) continue;
+    // The PS applies each (closure, step) once: a retried closure's steps
+    // that were already applied are dropped there.
+    ctx->push[p].mutable_update()->set_closure_id(closure_id);
+    ctx->push[p].mutable_update()->set_step(step_index);
     PushResponse response;
     RETURN_IF_ERROR(ps_[p]->Push(ctx->push[p], &response));
   }
@@ -208,7 +212,7 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
     compute += SecondsSince(t0);
     if (train) {
       const absl::Time t1 = absl::Now();
-      status = Push(ctx.get());
+      status = Push(ctx.get(), request.closure_id(), (b - split.begin()) / batch);
       push += SecondsSince(t1);
     }
     if (status.ok()) {

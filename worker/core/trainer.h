@@ -86,7 +86,8 @@ class Trainer {
   // dense variables into ctx->rows / ctx->params.
   absl::Status Pull(Context* ctx);
   // One push per PS with the step's gradients.
-  absl::Status Push(Context* ctx);
+  // Pushes the step's gradients, keyed (closure_id, step_index).
+  absl::Status Push(Context* ctx, int64_t closure_id, int64_t step_index);
   // Copies examples order[begin, end) into the context's batch buffers and
   // dedupes each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,
