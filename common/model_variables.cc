@@ -97,6 +97,8 @@ absl::StatusOr<VariablePlan> PlanVariables(const std::vector<VariableSpecProto>&
       concrete.set_name(s.name);
       if (partitioned) {
         concrete.set_shape(0, s.rows);
+        concrete.mutable_full_shape()->Assign(shape.begin(), shape.end());
+        concrete.set_row_offset(s.row_offset);
         ShardProto* shard = p.add_shards();
         shard->set_name(s.name);
         shard->set_row_offset(s.row_offset);

@@ -73,6 +73,7 @@ TEST(ModelVariablesTest, NoPartitionerPlacesWholeVariablesRoundRobin) {
   ASSERT_EQ(plan->placement.size(), 6u);
   EXPECT_EQ(plan->placement[0].shards_size(), 0);
   EXPECT_EQ(plan->placement[0].ps_index(), 0);
+  EXPECT_EQ(plan->per_ps[0].variables(0).full_shape_size(), 0);  // whole
   // The hash table has one shard per PS and does not advance the counter.
   ASSERT_EQ(plan->placement[1].shards_size(), 2);
   EXPECT_EQ(plan->placement[1].shards(1).name(), "embedding/movie/part_1");
@@ -100,6 +101,14 @@ TEST(ModelVariablesTest, FixedPartitionerShardsEveryDenseVariable) {
   // The concrete shard variables have their own row counts.
   EXPECT_EQ(plan->per_ps[0].variables(0).name(), "embedding/user/part_0");
   EXPECT_THAT(plan->per_ps[0].variables(0).shape(), ::testing::ElementsAre(334, 16));
+  // ... and say which slice of the logical variable they are (checkpoints
+  // store slices, so they restore into any layout).
+  EXPECT_THAT(plan->per_ps[0].variables(0).full_shape(), ::testing::ElementsAre(1000, 16));
+  EXPECT_EQ(plan->per_ps[0].variables(0).row_offset(), 0);
+  EXPECT_EQ(plan->per_ps[1].variables(0).name(), "embedding/user/part_1");
+  EXPECT_EQ(plan->per_ps[1].variables(0).row_offset(), 334);
+  EXPECT_EQ(plan->per_ps[1].variables(1).name(), "embedding/movie/part_1");
+  EXPECT_EQ(plan->per_ps[1].variables(1).full_shape_size(), 0);  // hash table
   // dense_1/bias has 1 row: Fixed(3) clamps to one shard, still "part_0" (as TF).
   const VariablePlacementProto& last = plan->placement.back();
   ASSERT_EQ(last.shards_size(), 1);
