@@ -10,7 +10,7 @@ void ClosureQueue::Put(Closure closure) {
 std::optional<Closure> ClosureQueue::Get() {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopped_ || !queue_.empty() || in_flight_ == 0;
+    return stopped_ || (!paused_ && (!queue_.empty() || in_flight_ == 0));
   };
   mu_.Await(absl::Condition(&ready));
   if (stopped_ || queue_.empty()) return std::nullopt;
@@ -53,6 +53,30 @@ absl::Status ClosureQueue::Wait() {
   };
   mu_.Await(absl::Condition(&done));
   return error_;
+}
+
+void ClosureQueue::Pause() {
+  absl::MutexLock lock(&mu_);
+  paused_ = true;
+}
+
+void ClosureQueue::Resume() {
+  absl::MutexLock lock(&mu_);
+  paused_ = false;
+}
+
+bool ClosureQueue::WaitUntilIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopped_ || in_flight_ == 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+bool ClosureQueue::WaitFor(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (stopped_ && in_flight_ == 0) || (!paused_ && Drained());
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
 }
 
 }  // namespace pscluster

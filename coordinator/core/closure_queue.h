@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "protos/worker.pb.h"
 
 namespace pscluster {
@@ -43,6 +44,16 @@ class ClosureQueue {
   // Blocks until drained or stopped; returns the recorded error or OK.
   absl::Status Wait() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // While paused, Get() hands out nothing (closures in flight go on). Used to
+  // quiesce the cluster for a checkpoint or a PS recovery.
+  void Pause() ABSL_LOCKS_EXCLUDED(mu_);
+  void Resume() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until no closure is in flight (or the queue stopped), at most
+  // `timeout`; true when none is.
+  bool WaitUntilIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until drained, stopped, or `timeout`; true when drained or stopped.
+  bool WaitFor(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return queue_.empty() && in_flight_ == 0;
@@ -52,6 +63,7 @@ class ClosureQueue {
   std::deque<Closure> queue_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 

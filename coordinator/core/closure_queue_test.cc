@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace pscluster {
@@ -112,6 +113,36 @@ TEST(ClosureQueueTest, StopWakesWaiters) {
   q.Done();
   t.join();
   EXPECT_TRUE(absl::IsCancelled(q.Wait()));
+}
+
+}  // namespace
+}  // namespace pscluster
+
+namespace pscluster {
+namespace {
+
+TEST(ClosureQueuePauseTest, PausedQueueHandsOutNothingUntilResumed) {
+  ClosureQueue q;
+  q.Put(Make(1));
+  q.Put(Make(2));
+  auto a = q.Get();
+  q.Pause();
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    auto c = q.Get();
+    got = c.has_value();
+    if (c) q.Done();
+  });
+  EXPECT_FALSE(q.WaitUntilIdle(absl::Milliseconds(50)));  // closure 1 is in flight
+  q.Done();
+  EXPECT_TRUE(q.WaitUntilIdle(absl::Milliseconds(1000)));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(got);  // still paused
+  q.Resume();
+  t.join();
+  EXPECT_TRUE(got);
+  EXPECT_TRUE(q.WaitFor(absl::Seconds(1)));
+  EXPECT_TRUE(q.Wait().ok());
 }
 
 }  // namespace
