@@ -85,7 +85,9 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
 
   Fd log_fd(options.log_path.empty()
                 ? -1
-                : open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+                : open(options.log_path.c_str(),
+                       O_WRONLY | O_CREAT | O_CLOEXEC | (options.append_log ? O_APPEND : O_TRUNC),
+                       0644));
   if (!options.log_path.empty() && log_fd.get() < 0) {
     return ErrnoStatus(errno, "cannot create log file " + options.log_path);
   }

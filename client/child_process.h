@@ -33,6 +33,9 @@ struct SpawnOptions {
   // File that receives the child's stdout and stderr (created or truncated).
   // Empty: the child inherits psctl's stdout/stderr.
   std::string log_path;
+  // Append to log_path instead of truncating it (a restarted child keeps
+  // its earlier output).
+  bool append_log = false;
 };
 
 class ChildProcess {

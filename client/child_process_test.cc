@@ -77,6 +77,22 @@ TEST(ChildProcessTest, RedirectsOutputToLogAndReportsExitStatus) {
   EXPECT_EQ((*child)->LogTail(20), "one\ntwo\nthree");
 }
 
+TEST(ChildProcessTest, AppendsToTheLogWhenAsked) {
+  const std::string log = TempPath("append.log");
+  for (const char* word : {"first", "second"}) {
+    auto child = ChildProcess::Spawn({"echo", {"/bin/echo", word}, log});
+    ASSERT_TRUE(child.ok()) << child.status();
+    EXPECT_TRUE((*child)->WaitFor(absl::Seconds(10)));
+  }
+  EXPECT_EQ(TailFile(log, 20), "second");  // truncated by default
+  SpawnOptions append{"echo", {"/bin/echo", "third"}, log};
+  append.append_log = true;
+  auto child = ChildProcess::Spawn(append);
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_TRUE((*child)->WaitFor(absl::Seconds(10)));
+  EXPECT_EQ(TailFile(log, 20), "second\nthird");
+}
+
 TEST(ChildProcessTest, MissingBinaryIsNotFound) {
   auto child = ChildProcess::Spawn({"nope", {"/nonexistent/binary"}, ""});
   EXPECT_EQ(child.status().code(), absl::StatusCode::kNotFound);

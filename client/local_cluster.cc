@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -28,6 +29,11 @@ std::string WithLogTail(const std::string& message, const ChildProcess& child) {
 }
 
 bool IsExecutableFile(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
+
+void AppendLine(const std::string& path, const std::string& line) {
+  std::ofstream out(path, std::ios::app);
+  out << line << "\n";
+}
 
 }  // namespace
 
@@ -59,6 +65,27 @@ absl::StatusOr<int> ReadPortFile(const std::string& path) {
   return port;
 }
 
+absl::Duration RestartDelay(const RestartPolicy& policy, int attempt) {
+  absl::Duration delay = policy.initial_backoff;
+  for (int i = 1; i < attempt && delay < policy.max_backoff; ++i) delay *= 2;
+  return std::min(delay, policy.max_backoff);
+}
+
+absl::StatusOr<bool> BinaryHasFlag(const std::string& bin, const std::string& flag,
+                                   const std::string& scratch_path, absl::Duration timeout) {
+  auto child = ChildProcess::Spawn({"help", {bin, "--helpfull"}, scratch_path});
+  if (!child.ok()) return child.status();
+  if (!(*child)->WaitFor(timeout)) {
+    (*child)->Stop(absl::ZeroDuration());
+    return absl::DeadlineExceededError(
+        absl::StrCat(bin, " --helpfull did not exit within ", absl::FormatDuration(timeout)));
+  }
+  std::ifstream in(scratch_path);
+  const std::string help(std::istreambuf_iterator<char>(in), {});
+  // absl lists flags as "-name (help); default: ...".
+  return help.find(absl::StrCat("-", flag, " ")) != std::string::npos;
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
   if (options.num_ps < 1 || options.num_workers < 1) {
@@ -68,98 +95,100 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   }
   std::unique_ptr<LocalCluster> cluster(new LocalCluster());
   cluster->options_ = options;
-  auto server_argv = [&](const std::string& bin, const std::string& name) {
-    return std::vector<std::string>{bin, "--address=127.0.0.1:0",
-                                    "--port_file=" + PortFile(options.run_dir, name)};
+  std::vector<Slot>& slots = cluster->slots_;
+  auto add = [&](std::string name, const std::string& bin) {
+    slots.emplace_back();
+    slots.back().name = std::move(name);
+    slots.back().bin = bin;
   };
-  // PS and workers start together; the coordinator needs all their ports.
-  for (int i = 0; i < options.num_ps; ++i) {
-    const std::string name = absl::StrCat("ps-", i);
-    auto child = cluster->Launch(name, server_argv(options.ps_server_bin, name));
-    if (!child.ok()) return child.status();
-    cluster->ps_.push_back(*child);
-  }
+  for (int i = 0; i < options.num_ps; ++i) add(absl::StrCat("ps-", i), options.ps_server_bin);
   for (int i = 0; i < options.num_workers; ++i) {
-    const std::string name = absl::StrCat("worker-", i);
-    auto child = cluster->Launch(name, server_argv(options.worker_server_bin, name));
-    if (!child.ok()) return child.status();
-    cluster->workers_.push_back(*child);
+    add(absl::StrCat("worker-", i), options.worker_server_bin);
   }
-  auto ps_ports = cluster->WaitForPorts(cluster->ps_);
-  if (!ps_ports.ok()) return ps_ports.status();
-  auto worker_ports = cluster->WaitForPorts(cluster->workers_);
-  if (!worker_ports.ok()) return worker_ports.status();
+  add("coordinator", options.coordinator_bin);
+  const size_t servers = slots.size() - 1;
+  Slot& coordinator = slots.back();
 
-  auto join = [](const std::vector<int>& ports) {
-    return absl::StrJoin(ports, ",", [](std::string* out, int port) {
-      absl::StrAppend(out, "127.0.0.1:", port);
-    });
+  // PS and workers start together; the coordinator needs all their ports.
+  for (size_t i = 0; i < servers; ++i) {
+    if (absl::Status s = cluster->Launch(&slots[i], /*restart=*/false); !s.ok()) return s;
+  }
+  if (absl::Status s = cluster->WaitForPorts(0, options.num_ps); !s.ok()) return s;
+  if (absl::Status s = cluster->WaitForPorts(options.num_ps, servers); !s.ok()) return s;
+
+  auto join = [&](size_t begin, size_t end) {
+    std::vector<std::string> addresses;
+    for (size_t i = begin; i < end; ++i) {
+      addresses.push_back(absl::StrCat("127.0.0.1:", slots[i].port));
+    }
+    return absl::StrJoin(addresses, ",");
   };
-  std::vector<std::string> argv = server_argv(options.coordinator_bin, "coordinator");
-  argv.push_back("--ps=" + join(*ps_ports));
-  argv.push_back("--workers=" + join(*worker_ports));
-  auto coordinator = cluster->Launch("coordinator", std::move(argv));
-  if (!coordinator.ok()) return coordinator.status();
-  cluster->coordinator_ = *coordinator;
-  auto coordinator_port = cluster->WaitForPorts({cluster->coordinator_});
-  if (!coordinator_port.ok()) return coordinator_port.status();
-  cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", (*coordinator_port)[0]);
+  coordinator.flags = {"--ps=" + join(0, options.num_ps),
+                       "--workers=" + join(options.num_ps, servers)};
+  coordinator.flags.insert(coordinator.flags.end(), options.coordinator_flags.begin(),
+                           options.coordinator_flags.end());
+  if (absl::Status s = cluster->Launch(&coordinator, /*restart=*/false); !s.ok()) return s;
+  if (absl::Status s = cluster->WaitForPorts(servers, slots.size()); !s.ok()) return s;
+  cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator.port);
   return cluster;
 }
 
 LocalCluster::~LocalCluster() { Stop(); }
 
-absl::StatusOr<ChildProcess*> LocalCluster::Launch(const std::string& name,
-                                                   std::vector<std::string> argv) {
-  // A stale port file from an earlier run in the same --run_dir would be
-  // mistaken for this child's.
-  unlink(PortFile(options_.run_dir, name).c_str());
+absl::Status LocalCluster::Launch(Slot* slot, bool restart) {
+  const std::string port_file = PortFile(options_.run_dir, slot->name);
+  // A stale port file (an earlier run in the same --run_dir, or the dead
+  // process) would be mistaken for this process's.
+  unlink(port_file.c_str());
   SpawnOptions spawn;
-  spawn.name = name;
-  spawn.argv = std::move(argv);
-  spawn.log_path = absl::StrCat(options_.run_dir, "/", name, ".log");
+  spawn.name = slot->name;
+  spawn.argv = {slot->bin, absl::StrCat("--address=127.0.0.1:", slot->port),
+                "--port_file=" + port_file};
+  spawn.argv.insert(spawn.argv.end(), slot->flags.begin(), slot->flags.end());
+  spawn.log_path = absl::StrCat(options_.run_dir, "/", slot->name, ".log");
+  spawn.append_log = restart;
+  if (restart) AppendLine(spawn.log_path, "--- restarted ---");
   auto child = ChildProcess::Spawn(spawn);
   if (!child.ok()) {
-    return absl::Status(child.status().code(),
-                        absl::StrCat("cannot start ", name, ": ", child.status().message()));
+    return absl::Status(child.status().code(), absl::StrCat("cannot start ", slot->name, ": ",
+                                                            child.status().message()));
   }
-  children_.push_back(std::move(*child));
-  reported_.push_back(false);
-  return children_.back().get();
+  slot->process = std::move(*child);
+  slot->started = absl::Now();
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int>> LocalCluster::WaitForPorts(
-    const std::vector<ChildProcess*>& children) {
-  std::vector<int> ports(children.size(), 0);
+absl::Status LocalCluster::WaitForPorts(size_t begin, size_t end) {
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   for (;;) {
     bool all = true;
-    for (size_t i = 0; i < children.size(); ++i) {
-      if (ports[i] != 0) continue;
-      ChildProcess* child = children[i];
-      absl::StatusOr<int> port = ReadPortFile(PortFile(options_.run_dir, child->name()));
+    for (size_t i = begin; i < end; ++i) {
+      Slot& slot = slots_[i];
+      if (slot.port != 0) continue;
+      absl::StatusOr<int> port = ReadPortFile(PortFile(options_.run_dir, slot.name));
       if (port.ok()) {
-        ports[i] = *port;
+        slot.port = *port;
         continue;
       }
       if (port.status().code() != absl::StatusCode::kNotFound) return port.status();
-      if (!child->IsRunning()) {
+      ChildProcess& child = *slot.process;
+      if (!child.IsRunning()) {
         return absl::AbortedError(WithLogTail(
-            absl::StrCat(child->name(), " ", child->DescribeState(), " before serving"), *child));
+            absl::StrCat(slot.name, " ", child.DescribeState(), " before serving"), child));
       }
       all = false;
     }
-    if (all) return ports;
+    if (all) return absl::OkStatus();
     if (options_.interrupted && options_.interrupted()) {
       return absl::CancelledError("interrupted while starting the local cluster");
     }
     if (absl::Now() >= deadline) {
-      for (size_t i = 0; i < children.size(); ++i) {
-        if (ports[i] != 0) continue;
+      for (size_t i = begin; i < end; ++i) {
+        if (slots_[i].port != 0) continue;
         return absl::DeadlineExceededError(WithLogTail(
-            absl::StrCat(children[i]->name(), " did not write its port file within ",
+            absl::StrCat(slots_[i].name, " did not write its port file within ",
                          absl::FormatDuration(options_.start_timeout)),
-            *children[i]));
+            *slots_[i].process));
       }
     }
     absl::SleepFor(absl::Milliseconds(20));
@@ -168,27 +197,88 @@ absl::StatusOr<std::vector<int>> LocalCluster::WaitForPorts(
 
 ClusterPids LocalCluster::pids() const {
   ClusterPids pids;
-  for (const ChildProcess* c : ps_) pids.ps.push_back(c->pid());
-  for (const ChildProcess* c : workers_) pids.worker.push_back(c->pid());
-  if (coordinator_ != nullptr) pids.coordinator = coordinator_->pid();
+  for (int i = 0; i < options_.num_ps; ++i) pids.ps.push_back(slots_[i].process->pid());
+  for (int i = 0; i < options_.num_workers; ++i) {
+    pids.worker.push_back(slots_[options_.num_ps + i].process->pid());
+  }
+  pids.coordinator = slots_.back().process->pid();
   return pids;
 }
 
-std::vector<ChildProcess*> LocalCluster::CollectExited() {
-  std::vector<ChildProcess*> exited;
-  for (size_t i = 0; i < children_.size(); ++i) {
-    if (reported_[i] || children_[i]->IsRunning()) continue;
-    reported_[i] = true;
-    exited.push_back(children_[i].get());
+std::map<std::string, int> LocalCluster::restarts() const {
+  std::map<std::string, int> restarts;
+  for (const Slot& slot : slots_) restarts[slot.name] = slot.restarts;
+  return restarts;
+}
+
+std::vector<ChildEvent> LocalCluster::Poll() {
+  std::vector<ChildEvent> events;
+  if (stopped_) return events;
+  const absl::Time now = absl::Now();
+  for (Slot& slot : slots_) PollSlot(&slot, now, &events);
+  return events;
+}
+
+void LocalCluster::PollSlot(Slot* slot, absl::Time now, std::vector<ChildEvent>* events) {
+  if (slot->given_up) return;
+  ChildEvent event;
+  event.name = slot->name;
+  event.log_path = slot->process->log_path();
+  if (!slot->restart_at) {
+    if (slot->process->IsRunning()) return;
+    slot->dead_pid = slot->process->pid();
+    slot->dead_how = slot->process->DescribeState();
+    if (now - slot->started >= options_.restart.reset_after) slot->consecutive = 0;
+    const RestartPolicy& policy = options_.restart;
+    if (!policy.enabled || slot->consecutive >= policy.max_consecutive) {
+      slot->given_up = true;
+      event.kind = ChildEvent::Kind::kExited;
+      event.pid = slot->dead_pid;
+      event.how = slot->dead_how;
+      event.reason = policy.enabled
+                         ? absl::StrCat("gave up after ", slot->consecutive,
+                                        " restarts in a row that did not stay up ",
+                                        absl::FormatDuration(policy.reset_after))
+                         : "restarts are off";
+      events->push_back(std::move(event));
+      return;
+    }
+    slot->restart_at = now + RestartDelay(policy, slot->consecutive + 1);
   }
-  return exited;
+  if (now < *slot->restart_at) return;
+  slot->restart_at.reset();
+  ++slot->consecutive;
+  if (absl::Status s = Launch(slot, /*restart=*/true); !s.ok()) {
+    // The binary went away: count it as a failed restart and try again.
+    slot->started = now;
+    slot->dead_how = std::string(s.message());
+    slot->restart_at = now + RestartDelay(options_.restart, slot->consecutive + 1);
+    if (slot->consecutive >= options_.restart.max_consecutive) {
+      slot->given_up = true;
+      event.kind = ChildEvent::Kind::kExited;
+      event.pid = slot->dead_pid;
+      event.how = slot->dead_how;
+      event.reason = absl::StrCat("gave up after ", slot->consecutive, " failed restarts");
+      events->push_back(std::move(event));
+    }
+    return;
+  }
+  ++slot->restarts;
+  event.kind = ChildEvent::Kind::kRestarted;
+  event.pid = slot->dead_pid;
+  event.how = slot->dead_how;
+  event.new_pid = slot->process->pid();
+  events->push_back(std::move(event));
 }
 
 void LocalCluster::Stop(absl::Duration grace) {
+  stopped_ = true;
   // The coordinator first, so it does not see workers vanish mid-job.
-  if (coordinator_ != nullptr) StopAll({coordinator_}, grace);
+  if (!slots_.empty() && slots_.back().process) StopAll({slots_.back().process.get()}, grace);
   std::vector<ChildProcess*> rest;
-  for (auto& c : children_) rest.push_back(c.get());
+  for (Slot& slot : slots_) {
+    if (slot.process) rest.push_back(slot.process.get());
+  }
   StopAll(rest, grace);
 }
 

@@ -32,6 +32,9 @@ constexpr int kExitInterrupted = 130;
 constexpr int kLogTailLines = 20;
 constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 constexpr absl::Duration kStopGrace = absl::Seconds(5);
+// How long psctl waits for a restarted coordinator to answer for the job
+// again when --timeout_s does not bound it.
+constexpr absl::Duration kCoordinatorComeback = absl::Seconds(120);
 
 sigset_t TerminationSignals() {
   sigset_t set;
@@ -125,6 +128,38 @@ int Report(const RunResult& result, const LocalRunOptions& options, int exit_cod
   return exit_code;
 }
 
+// Gives the coordinator --state_dir=RUN_DIR/coordinator-state (fresh for
+// this run) if it knows the flag, so that a restarted coordinator resumes the
+// job under the same id. A coordinator without the flag still runs; its
+// restart loses the job (psctl then reports it).
+// Returns whether it did.
+bool AddCoordinatorStateDir(LocalClusterOptions* cluster_options) {
+  const std::string& run_dir = cluster_options->run_dir;
+  const std::string scratch = run_dir + "/coordinator.helpfull";
+  absl::StatusOr<bool> has =
+      BinaryHasFlag(cluster_options->coordinator_bin, "state_dir", scratch);
+  unlink(scratch.c_str());
+  if (!has.ok()) {
+    std::fprintf(stderr, "psctl: cannot list the coordinator's flags (%s); not passing "
+                 "--state_dir\n", std::string(has.status().message()).c_str());
+    return false;
+  }
+  if (!*has) return false;
+  // A state dir left by an earlier run in the same --run_dir would make the
+  // new coordinator resume that run's jobs.
+  const std::string state_dir = run_dir + "/coordinator-state";
+  std::error_code ec;
+  std::filesystem::remove_all(state_dir, ec);
+  std::filesystem::create_directories(state_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "psctl: cannot create %s: %s; not passing --state_dir\n",
+                 state_dir.c_str(), ec.message().c_str());
+    return false;
+  }
+  cluster_options->coordinator_flags.push_back("--state_dir=" + state_dir);
+  return true;
+}
+
 }  // namespace
 
 int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
@@ -152,6 +187,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   cluster_options.ps_server_bin = options.ps_server_bin;
   cluster_options.worker_server_bin = options.worker_server_bin;
   cluster_options.coordinator_bin = options.coordinator_bin;
+  cluster_options.restart.enabled = options.restart;
   for (absl::Status s :
        {ResolveBinary(&cluster_options.ps_server_bin, "ps_server", "ps", "ps_server_bin"),
         ResolveBinary(&cluster_options.worker_server_bin, "worker_server", "worker",
@@ -170,6 +206,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
     return kExitBadInput;
   }
   cluster_options.run_dir = (*run_dir)->path();
+  const bool durable_coordinator = AddCoordinatorStateDir(&cluster_options);
   int signal_received = 0;
   cluster_options.interrupted = [&signal_received] {
     if (signal_received == 0) signal_received = TakePendingSignal();
@@ -212,9 +249,19 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   ProgressPrinter printer(
       json ? stderr : stdout,
       !json && isatty(STDOUT_FILENO) ? ProgressPrinter::Mode::kBar : ProgressPrinter::Mode::kLines);
-  auto watch = std::make_unique<JobWatch>(stub.get(), job_id, [&printer](const JobStatusProto& st) {
+  JobWatchOptions watch_options;
+  watch_options.on_status = [&printer](const JobStatusProto& st) {
     printer.Update(st, absl::Now());
-  });
+  };
+  watch_options.on_notice = [](const std::string& notice) {
+    std::fprintf(stderr, "\npsctl: %s\n", notice.c_str());
+  };
+  // Without restarts a dead coordinator does not come back.
+  if (options.restart) {
+    watch_options.reconnect_timeout =
+        options.timeout_s > 0 ? absl::Seconds(options.timeout_s) : kCoordinatorComeback;
+  }
+  auto watch = std::make_unique<JobWatch>(stub.get(), job_id, std::move(watch_options));
 
   // Supervise: signals, children that die, the time limit.
   const absl::Time start = absl::Now();
@@ -232,12 +279,20 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
       exit_code = kExitFailed;
       cancel = true;
     }
-    for (ChildProcess* child : cluster->CollectExited()) {
-      const std::string what =
-          absl::StrCat(child->name(), " (pid ", child->pid(), ") ", child->DescribeState());
+    for (const ChildEvent& event : cluster->Poll()) {
+      if (event.kind == ChildEvent::Kind::kRestarted) {
+        std::fprintf(stderr, "\npsctl: restarted %s (pid %d %s), now pid %d\n",
+                     event.name.c_str(), static_cast<int>(event.pid), event.how.c_str(),
+                     static_cast<int>(event.new_pid));
+        continue;
+      }
+      const std::string what = absl::StrCat(event.name, " (pid ", event.pid, ") ", event.how);
       child_failures.push_back(what);
-      std::fprintf(stderr, "\npsctl: %s during the job; last lines of %s:\n%s\n", what.c_str(),
-                   child->log_path().c_str(), child->LogTail(kLogTailLines).c_str());
+      std::fprintf(stderr, "\npsctl: %s during the job, %s; last lines of %s:\n%s\n",
+                   what.c_str(), event.reason.c_str(), event.log_path.c_str(),
+                   TailFile(event.log_path, kLogTailLines).c_str());
+      // Nobody will answer the watch any more.
+      if (event.name == "coordinator") watch->Cancel();
     }
     if (cancel) break;
   }
@@ -251,6 +306,19 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   }
   absl::StatusOr<JobStatusProto> final_status =
       FinalStatus(stub.get(), job_id, *watch, absl::Seconds(5));
+  if (!final_status.ok()) {
+    // Why the watch gave up says more than the last GetJob.
+    const absl::Status watch_status = watch->stream_status();
+    if (!watch_status.ok() && watch_status.code() != absl::StatusCode::kCancelled) {
+      final_status = watch_status;
+    }
+    if (!durable_coordinator && cluster->restarts().at("coordinator") > 0) {
+      final_status = absl::Status(
+          final_status.status().code(),
+          absl::StrCat(final_status.status().message(), " (this coordinator has no --state_dir, ",
+                       "so a restart forgets its jobs)"));
+    }
+  }
   const std::optional<JobStatusProto> last = watch->last();
   watch.reset();  // joins the watch thread: the printer is ours again
   printer.Finish();
@@ -268,6 +336,8 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
     }
   }
   cluster->Stop(kStopGrace);
+  result.pids = cluster->pids();  // the latest processes, all stopped now
+  result.restarts = cluster->restarts();
 
   if (final_status.ok()) {
     result.status = *final_status;

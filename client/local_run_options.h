@@ -29,6 +29,11 @@ struct LocalRunOptions {
   bool describe = false;
   // Cancel the job after this many seconds; 0 means no limit.
   double timeout_s = 0;
+  // Restart a child that dies during the job (same command line, same
+  // address; see LocalCluster), and follow the job across a coordinator
+  // restart. false (--no_restart): a death is reported and the job's own
+  // error handling decides.
+  bool restart = true;
   // Server binaries; empty: found next to psctl (FindSiblingBinary).
   std::string ps_server_bin;
   std::string worker_server_bin;

@@ -48,6 +48,10 @@ ABSL_FLAG(bool, keep_run_dir, false, "local: keep the temporary run directory");
 ABSL_FLAG(bool, describe, false,
           "local: at the end, print each variable's layout over the PS tasks and the bytes each "
           "PS holds");
+ABSL_FLAG(bool, no_restart, false,
+          "local: do not restart a server that dies during the job (also spelled "
+          "--no-restart); by default psctl restarts it at the same address, as Kubernetes "
+          "would");
 ABSL_FLAG(double, timeout_s, 0, "local: cancel the job after this many seconds (0: no limit)");
 ABSL_FLAG(std::string, ps_server_bin, "", "local: ps_server binary (default: next to psctl)");
 ABSL_FLAG(std::string, worker_server_bin, "",
@@ -66,7 +70,7 @@ constexpr auto kRpcTimeout = std::chrono::seconds(10);
 
 constexpr char kUsage[] = R"(usage:
   psctl local JOB.yaml [--ps N] [--workers M] [--output text|json] [--run_dir DIR]
-                       [--keep_run_dir] [--timeout_s S] [--describe]
+                       [--keep_run_dir] [--timeout_s S] [--describe] [--no_restart]
                        [--ps_server_bin P] [--worker_server_bin P] [--coordinator_bin P]
   psctl submit JOB.yaml --coordinator HOST:PORT
   psctl status [JOB_ID] --coordinator HOST:PORT [--output text|json]
@@ -138,6 +142,7 @@ int RunLocal(const std::vector<char*>& args) {
   options.worker_server_bin = absl::GetFlag(FLAGS_worker_server_bin);
   options.coordinator_bin = absl::GetFlag(FLAGS_coordinator_bin);
   options.describe = absl::GetFlag(FLAGS_describe);
+  options.restart = !absl::GetFlag(FLAGS_no_restart);
   if (!ParseOutput(&options.output)) return Usage("--output must be text or json");
   if (options.num_ps < 1 || options.num_workers < 1) {
     return Usage("--ps and --workers must be at least 1");
@@ -283,6 +288,11 @@ int Describe(const std::vector<char*>& args, Coordinator::Stub* stub, OutputForm
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // Flag names cannot hold '-'; accept the common spelling of this one.
+  static char kNoRestart[] = "--no_restart";
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--no-restart") argv[i] = kNoRestart;
+  }
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("");
   const std::string command = args[1];

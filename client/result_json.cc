@@ -41,6 +41,7 @@ nlohmann::json RunResultJson(const RunResult& result) {
                  {"worker", result.pids->worker},
                  {"coordinator", result.pids->coordinator}};
   }
+  if (result.restarts) j["restarts"] = *result.restarts;
   if (result.describe) j["describe"] = DescribeJson(*result.describe);
   if (!s.error().empty()) j["error"] = s.error();
   return j;

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct RunResult {
   int ps = 0;
   int workers = 0;
   std::optional<ClusterPids> pids;  // absent when no cluster was started
+  // Restarts of each child by name, zeros included ("ps-0", "worker-1",
+  // "coordinator"); absent when no cluster was started.
+  std::optional<std::map<std::string, int>> restarts;
   // The variable layout (`psctl local --describe`), taken before the stop.
   std::optional<DescribeJobResponse> describe;
 };
@@ -44,7 +48,9 @@ struct RunResult {
 //  "examples_per_sec", "wall_seconds", "backend", "compute_seconds",
 //  "pull_seconds", "push_seconds", "epochs": [{"epoch", "train_loss",
 //  "eval_accuracy", "eval_loss", "wall_seconds"}], "pids": {"ps": [..],
-//  "worker": [..], "coordinator": pid}, "error" (only when non-empty)}
+//  "worker": [..], "coordinator": pid} (the latest processes after restarts),
+//  "restarts": {"ps-0": 0, "worker-1": 2, ..., "coordinator": 0} (every
+//  child, zeros included), "error" (only when non-empty)}
 // With a describe: "describe": {"variables": [{"name", "kind", "shape",
 // "partitioner", "shards": [{"name", "ps", "row_offset", "rows",
 // "parameter_bytes", "slot_bytes", "evictions"}]}], "ps": [{"ps", "address",

@@ -21,6 +21,7 @@ TEST(ResultJsonTest, CarriesStatusRunAndPids) {
   e->set_epoch(1);
   e->set_eval_accuracy(0.875);
   r.pids = ClusterPids{{11, 12}, {21, 22, 23}, 31};
+  r.restarts = std::map<std::string, int>{{"ps-0", 0}, {"worker-1", 2}, {"coordinator", 1}};
 
   // What a consumer does: parse the printed text.
   const nlohmann::json j = nlohmann::json::parse(RunResultJson(r).dump());
@@ -39,6 +40,7 @@ TEST(ResultJsonTest, CarriesStatusRunAndPids) {
   EXPECT_EQ(j["pids"]["ps"], nlohmann::json({11, 12}));
   EXPECT_EQ(j["pids"]["worker"], nlohmann::json({21, 22, 23}));
   EXPECT_EQ(j["pids"]["coordinator"], 31);
+  EXPECT_EQ(j["restarts"], nlohmann::json({{"ps-0", 0}, {"worker-1", 2}, {"coordinator", 1}}));
   EXPECT_FALSE(j.contains("error"));
 }
 
@@ -52,6 +54,7 @@ TEST(ResultJsonTest, ErrorAndNoPidsWithoutACluster) {
   EXPECT_EQ(j["error"], "boom");
   EXPECT_EQ(j["strategy"], "one_device");
   EXPECT_FALSE(j.contains("pids"));
+  EXPECT_FALSE(j.contains("restarts"));
   EXPECT_TRUE(j["epochs"].is_array());
 }
 

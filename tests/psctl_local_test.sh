@@ -5,6 +5,8 @@
 #   train      trains on a Fashion-MNIST subset on 2 PS + 2 workers; checks the
 #              child processes, the JSON result, and that every child is gone
 #   kill9      kill -9 psctl mid-job; every child must die within 10 s
+#   restart_worker  kill -9 one worker twice mid-job; psctl restarts it at its
+#              address, the job still succeeds, the JSON counts the restarts
 #   bad_input  malformed specs and missing data files exit 2 with file:line:col
 #   one_device the same job with strategy: one_device trains in psctl's own
 #              process (no children) to the accuracy of a 2 PS x 1 worker cluster
@@ -189,6 +191,84 @@ test_kill9() {
   echo "OK: all children gone"
 }
 
+# Pid of psctl's live child whose command line matches the regex $1 ("" if none).
+child_matching() {
+  pgrep -P "$PSCTL_PID" -f "$1" | head -1 || true
+}
+
+test_restart_worker() {
+  # Long enough to kill a worker twice while it trains (~40 s on 2 cores; the
+  # job of the brief, 3 epochs of 20000 examples, is over in 2 s).
+  write_job "$TMP/job.yaml" 15 60000
+  local run_dir="$TMP/restart-run"
+  start_psctl "$TMP/job.yaml" --ps 2 --workers 2 --output json --run_dir "$run_dir"
+  if ! watch_children 240; then
+    show_logs
+    fail "did not see the cluster start under psctl"
+  fi
+  # Wait until training runs (the first progress line), then kill worker-1.
+  local deadline=$((SECONDS + 120))
+  until grep -Eq 'step [1-9]' "$TMP/stderr"; do
+    ((SECONDS < deadline)) || { show_logs; fail "no progress within 120 s"; }
+    kill -0 "$PSCTL_PID" 2>/dev/null || { show_logs; fail "psctl ended before training"; }
+    sleep 0.2
+  done
+  local pattern='worker_server .*/worker-1\.port' victim new
+  for round in 1 2; do
+    victim="$(child_matching "$pattern")"
+    [[ -n "$victim" ]] || { show_logs; fail "round $round: no worker-1 under psctl"; }
+    STARTED_PIDS+=("$victim")
+    echo "round $round: kill -9 worker-1 (pid $victim)"
+    kill -9 "$victim"
+    deadline=$((SECONDS + 30))
+    new=""
+    while [[ -z "$new" || "$new" == "$victim" ]]; do
+      ((SECONDS < deadline)) || { show_logs; fail "round $round: worker-1 not restarted in 30 s"; }
+      kill -0 "$PSCTL_PID" 2>/dev/null || { show_logs; fail "psctl ended before the restart"; }
+      sleep 0.1
+      new="$(child_matching "$pattern")"
+    done
+    STARTED_PIDS+=("$new")
+    echo "round $round: worker-1 restarted as pid $new"
+    grep -q "psctl: restarted worker-1 (pid $victim killed by signal 9" "$TMP/stderr" ||
+      { show_logs; fail "round $round: no restart line for pid $victim on stderr"; }
+    sleep 2
+  done
+  local rc=0
+  wait "$TIMEOUT_PID" || rc=$?
+  ((rc != 124)) || { show_logs; fail "psctl local did not finish within 300 s"; }
+  ((rc == 0)) || { show_logs; fail "psctl local exited $rc"; }
+  cat "$TMP/stdout"
+  (($(grep -c -- '^--- restarted ---$' "$run_dir/worker-1.log") == 2)) ||
+    { show_logs; fail "worker-1.log does not hold two restart markers"; }
+  python3 - "$TMP/stdout" <<'PY' || { show_logs; fail "bad result"; }
+import json, sys
+result = json.load(open(sys.argv[1]))
+assert result["state"] == "SUCCEEDED", result
+assert result["eval_accuracy"] > 0.6, "eval_accuracy %s <= 0.6" % result["eval_accuracy"]
+restarts = result["restarts"]
+assert restarts["worker-1"] >= 2, restarts
+assert set(restarts) == {"ps-0", "ps-1", "worker-0", "worker-1", "coordinator"}, restarts
+pids = result["pids"]
+all_pids = pids["ps"] + pids["worker"] + [pids["coordinator"]]
+def gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+alive = [p for p in all_pids if not gone(p)]
+assert not alive, "still running after psctl exited: %s" % alive
+print("OK: eval_accuracy %.4f, restarts %s, pids gone: %s" % (
+    result["eval_accuracy"], restarts, all_pids))
+PY
+  # Every worker-1 process seen (killed or latest) is gone too.
+  for pid in "${STARTED_PIDS[@]}"; do
+    [[ "$pid" == "$TIMEOUT_PID" ]] && continue
+    gone "$pid" || fail "pid $pid outlived psctl"
+  done
+}
+
 test_one_device() {
   write_job "$TMP/one.yaml" 2 6000 one_device
   write_job "$TMP/cluster.yaml" 2 6000 parameter_server
@@ -257,6 +337,7 @@ test_bad_input() {
 case "$case_name" in
   train) test_train ;;
   kill9) test_kill9 ;;
+  restart_worker) test_restart_worker ;;
   bad_input) test_bad_input ;;
   one_device) test_one_device ;;
   *) fail "unknown case $case_name" ;;
