@@ -165,6 +165,68 @@ bool HashTable::Contains(uint64_t id) const {
   return slot_of_.contains(id);
 }
 
+HashTable::Rows HashTable::ExportRows(int64_t first, int64_t count) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const size_t held = ids_.size();
+  const size_t begin = std::min(held, static_cast<size_t>(std::max<int64_t>(first, 0)));
+  const size_t end = std::min(held, begin + static_cast<size_t>(std::max<int64_t>(count, 0)));
+  const size_t dim = static_cast<size_t>(options_.dim);
+  Rows out;
+  out.ids.assign(ids_.begin() + begin, ids_.begin() + end);
+  out.values.assign(values_.begin() + begin * dim, values_.begin() + end * dim);
+  for (const std::vector<float>& slot : slots_) {
+    out.slots.emplace_back(slot.begin() + begin * dim, slot.begin() + end * dim);
+  }
+  out.touches.assign(touches_.begin() + begin, touches_.begin() + end);
+  for (size_t s = begin; s < end; ++s) out.ages.push_back(clock_ - last_touch_[s]);
+  return out;
+}
+
+absl::Status HashTable::Load(Rows rows, int64_t evicted) {
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("hash table '", options_.name, "': ", what));
+  };
+  const size_t n = rows.ids.size();
+  const size_t dim = static_cast<size_t>(options_.dim);
+  if (rows.values.size() != n * dim || rows.slots.size() != slots_.size() ||
+      rows.touches.size() != n || rows.ages.size() != n) {
+    return fail("rows to load have mismatched sizes");
+  }
+  for (const std::vector<float>& slot : rows.slots) {
+    if (slot.size() != n * dim) return fail("slot rows to load have mismatched sizes");
+  }
+  if (static_cast<int64_t>(n) > capacity_) {
+    return fail(absl::StrCat(n, " rows to load, more than max_rows ", capacity_));
+  }
+  absl::MutexLock lock(&mu_);
+  if (!ids_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("hash table '", options_.name, "': load into a table that holds rows"));
+  }
+  absl::flat_hash_map<uint64_t, uint32_t> slot_of;
+  slot_of.reserve(n);
+  uint64_t oldest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!slot_of.emplace(rows.ids[i], static_cast<uint32_t>(i)).second) {
+      return fail(absl::StrCat("id ", rows.ids[i], " appears more than once in the rows to load"));
+    }
+    oldest = std::max(oldest, rows.ages[i]);
+  }
+  slot_of_ = std::move(slot_of);
+  clock_ = oldest;
+  last_touch_.resize(n);
+  for (size_t i = 0; i < n; ++i) last_touch_[i] = clock_ - rows.ages[i];
+  ids_ = std::move(rows.ids);
+  values_ = std::move(rows.values);
+  slots_ = std::move(rows.slots);
+  touches_ = std::move(rows.touches);
+  evictions_ += evicted;
+  if (options_.evictions_counter != nullptr && evicted > 0) {
+    options_.evictions_counter->Increment(static_cast<double>(evicted));
+  }
+  return absl::OkStatus();
+}
+
 HashTable::Stats HashTable::GetStats() const {
   absl::ReaderMutexLock lock(&mu_);
   Stats s;

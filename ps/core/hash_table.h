@@ -104,6 +104,27 @@ class HashTable {
   // True if `id` has a resident row. Touches nothing.
   bool Contains(uint64_t id) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Resident rows in arena order, with their optimizer slots and eviction
+  // state (checkpoints).
+  struct Rows {
+    std::vector<uint64_t> ids;
+    std::vector<float> values;              // ids.size() * dim
+    std::vector<std::vector<float>> slots;  // one per optimizer slot, as values
+    std::vector<uint32_t> touches;          // LFU touch counts
+    std::vector<uint64_t> ages;             // table calls since the last touch
+  };
+
+  // Copies rows [first, first + count) of the arena (clamped to the rows
+  // held). Touches nothing.
+  Rows ExportRows(int64_t first, int64_t count) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Fills an empty table with `rows` (a restore) and adds `evicted` (rows the
+  // caller dropped to fit max_rows) to the eviction count. A row's last touch
+  // is set `ages[i]` calls before now, so AGE keeps its order.
+  // FAILED_PRECONDITION if the table is not empty; INVALID_ARGUMENT naming
+  // the table for mismatched sizes, more rows than max_rows, or a repeated id.
+  absl::Status Load(Rows rows, int64_t evicted) ABSL_LOCKS_EXCLUDED(mu_);
+
   struct Stats {
     int64_t rows = 0;             // resident rows
     int64_t evictions = 0;        // rows evicted so far

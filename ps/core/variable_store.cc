@@ -14,36 +14,9 @@
 #include "common/tensor.h"
 #include "ps/core/hash_table.h"
 #include "ps/core/optimizer.h"
+#include "ps/core/variable_store_internal.h"
 
 namespace pscluster {
-
-struct VariableStore::Variable {
-  Variable(VariableSpecProto spec_in, std::unique_ptr<Optimizer> optimizer_in)
-      : spec(std::move(spec_in)),
-        shape(spec.shape().begin(), spec.shape().end()),
-        optimizer(std::move(optimizer_in)),
-        row_width(spec.kind() == HASH_TABLE ? shape[0]
-                  : shape.size() == 2       ? shape[1]
-                                            : 0) {}
-
-  bool is_table() const { return spec.kind() == HASH_TABLE; }
-
-  const VariableSpecProto spec;
-  const Shape shape;  // a hash table's is its row shape, [dim]
-  const std::unique_ptr<const Optimizer> optimizer;
-  // Width of a row for lookups and sparse gradients; 0 if the variable has no
-  // rows (a DENSE variable not of rank 2).
-  const int64_t row_width;
-  // HASH_TABLE only (else null); set before the variable is published, and
-  // thread-safe itself.
-  std::unique_ptr<HashTable> table;
-
-  absl::Mutex mu;
-  // DENSE only: the values and slots.
-  std::vector<float> values ABSL_GUARDED_BY(mu);
-  OptimizerSlots slots ABSL_GUARDED_BY(mu);
-  int64_t updates ABSL_GUARDED_BY(mu) = 0;
-};
 
 // A lookup or sparse gradient, checked.
 struct VariableStore::RowRequest {
@@ -79,6 +52,16 @@ struct VariableStore::Metrics {
                          .Help("Variable payload bytes returned by pulls.")
                          .Register(r)
                          .Add({})),
+        applied_steps(prometheus::BuildCounter()
+                          .Name("pscluster_ps_applied_steps_total")
+                          .Help("Pushes with an update key (closure_id, step) applied.")
+                          .Register(r)
+                          .Add({})),
+        duplicate_steps(prometheus::BuildCounter()
+                            .Name("pscluster_ps_duplicate_steps_total")
+                            .Help("Pushes dropped because their update key had been applied.")
+                            .Register(r)
+                            .Add({})),
         evictions(prometheus::BuildCounter()
                       .Name("pscluster_ps_hash_table_evictions_total")
                       .Help("Hash-table rows evicted to stay within max_rows.")
@@ -89,6 +72,8 @@ struct VariableStore::Metrics {
   prometheus::Counter& push_requests;
   prometheus::Counter& bytes_pushed;
   prometheus::Counter& bytes_pulled;
+  prometheus::Counter& applied_steps;
+  prometheus::Counter& duplicate_steps;
   prometheus::Family<prometheus::Counter>& evictions;  // label: variable
 };
 
@@ -102,10 +87,14 @@ bool SameMessage(const google::protobuf::Message& a, const google::protobuf::Mes
 absl::Status CheckSameSpec(const VariableSpecProto& existing, const VariableSpecProto& wanted) {
   const Shape have(existing.shape().begin(), existing.shape().end());
   const Shape want(wanted.shape().begin(), wanted.shape().end());
-  if (have != want || existing.dtype() != wanted.dtype()) {
+  if (have != want || existing.dtype() != wanted.dtype() ||
+      !std::equal(existing.full_shape().begin(), existing.full_shape().end(),
+                  wanted.full_shape().begin(), wanted.full_shape().end()) ||
+      existing.row_offset() != wanted.row_offset()) {
     return absl::AlreadyExistsError(absl::StrCat("variable '", wanted.name(),
                                                  "' already exists with shape ", ShapeString(have),
-                                                 " (requested ", ShapeString(want), ")"));
+                                                 " (requested ", ShapeString(want),
+                                                 "), or as a different slice of its variable"));
   }
   if (existing.kind() != wanted.kind() || existing.max_rows() != wanted.max_rows() ||
       existing.eviction() != wanted.eviction()) {
@@ -122,6 +111,28 @@ absl::Status CheckSameSpec(const VariableSpecProto& existing, const VariableSpec
   if (!SameMessage(existing.optimizer(), wanted.optimizer())) {
     return absl::AlreadyExistsError(
         absl::StrCat("variable '", wanted.name(), "' already exists with a different optimizer"));
+  }
+  return absl::OkStatus();
+}
+
+// OK if full_shape / row_offset describe a slice of rows of a logical
+// variable whose other dimensions are the variable's own (or are unset).
+absl::Status ValidateSlice(const VariableSpecProto& spec) {
+  if (spec.full_shape_size() == 0) {
+    if (spec.row_offset() != 0) {
+      return absl::InvalidArgumentError("row_offset is set without full_shape");
+    }
+    return absl::OkStatus();
+  }
+  const Shape shape(spec.shape().begin(), spec.shape().end());
+  const Shape full(spec.full_shape().begin(), spec.full_shape().end());
+  const bool same_rank = spec.kind() == DENSE && !shape.empty() && full.size() == shape.size();
+  if (!same_rank || !std::equal(shape.begin() + 1, shape.end(), full.begin() + 1) ||
+      spec.row_offset() < 0 || full[0] < 0 || spec.row_offset() > full[0] - shape[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shape ", ShapeString(shape), " at row_offset ", spec.row_offset(),
+        " is not a slice of rows of full_shape ", ShapeString(full),
+        " (a DENSE shard of rank >= 1 only)"));
   }
   return absl::OkStatus();
 }
@@ -158,6 +169,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> ValidateSpec(const VariableSpecProto&
   } else if (spec.max_rows() != 0) {
     return fail(absl::InvalidArgumentError("max_rows applies to HASH_TABLE variables only"));
   }
+  if (absl::Status s = ValidateSlice(spec); !s.ok()) return fail(s);
   if (absl::Status s = ValidateInitializer(spec.initializer()); !s.ok()) return fail(s);
   auto optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) return fail(optimizer.status());
@@ -192,41 +204,29 @@ absl::StatusOr<VariableStore::Variable*> VariableStore::Find(const std::string& 
   return it->second.get();
 }
 
-absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& request,
-                                            CreateVariablesResponse* response) {
-  // 1. Validate every spec; drop exact duplicates within the request.
-  std::vector<std::unique_ptr<Variable>> pending;
+absl::StatusOr<std::vector<std::unique_ptr<VariableStore::Variable>>> VariableStore::NewVariables(
+    const CreateVariablesRequest& request, bool allow_duplicates) {
+  std::vector<std::unique_ptr<Variable>> out;
   absl::flat_hash_map<std::string, const VariableSpecProto*> in_request;
   for (const VariableSpecProto& spec : request.variables()) {
     ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                      ValidateSpec(spec, options_.max_variable_elements));
     auto [it, inserted] = in_request.emplace(spec.name(), &spec);
     if (!inserted) {
-      if (!CheckSameSpec(*it->second, spec).ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "variable '", spec.name(), "' appears twice in the request with different specs"));
+      if (!allow_duplicates || !CheckSameSpec(*it->second, spec).ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("variable '", spec.name(), "' appears twice in the request",
+                         allow_duplicates ? " with different specs" : ""));
       }
       continue;
     }
-    pending.push_back(std::make_unique<Variable>(spec, std::move(optimizer)));
+    out.push_back(std::make_unique<Variable>(spec, std::move(optimizer)));
   }
+  return out;
+}
 
-  // 2. Skip variables that exist already (checked under the reader lock, so
-  // large initialisations below run without any map lock held).
-  int existing = 0;
-  {
-    absl::ReaderMutexLock lock(&map_mu_);
-    for (auto& var : pending) {
-      auto it = variables_.find(var->spec.name());
-      if (it == variables_.end()) continue;
-      RETURN_IF_ERROR(CheckSameSpec(it->second->spec, var->spec));
-      ++existing;
-      var.reset();
-    }
-  }
-
-  // 3. Initialise the new variables.
-  for (auto& var : pending) {
+absl::Status VariableStore::InitializeVariables(std::vector<std::unique_ptr<Variable>>& vars) {
+  for (auto& var : vars) {
     if (var == nullptr) continue;
     if (var->is_table()) {  // empty; rows are created on first touch
       HashTable::Options table;
@@ -248,6 +248,32 @@ absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& reques
                    absl::MakeSpan(var->values));
     var->slots = var->optimizer->NewSlots(static_cast<int64_t>(var->values.size()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& request,
+                                            CreateVariablesResponse* response) {
+  absl::ReaderMutexLock state(&state_mu_);
+  // 1. Validate every spec; drop exact duplicates within the request.
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Variable>> pending,
+                   NewVariables(request, /*allow_duplicates=*/true));
+
+  // 2. Skip variables that exist already (checked under the reader lock, so
+  // large initialisations below run without any map lock held).
+  int existing = 0;
+  {
+    absl::ReaderMutexLock lock(&map_mu_);
+    for (auto& var : pending) {
+      auto it = variables_.find(var->spec.name());
+      if (it == variables_.end()) continue;
+      RETURN_IF_ERROR(CheckSameSpec(it->second->spec, var->spec));
+      ++existing;
+      var.reset();
+    }
+  }
+
+  // 3. Initialise the new variables.
+  RETURN_IF_ERROR(InitializeVariables(pending));
 
   // 4. Insert all or none; re-check, as another request may have raced us.
   absl::MutexLock lock(&map_mu_);
@@ -293,6 +319,7 @@ absl::StatusOr<VariableStore::RowRequest> VariableStore::CheckRowRequest(const s
 }
 
 absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* response) {
+  absl::ReaderMutexLock state(&state_mu_);
   if (metrics_) metrics_->pull_requests.Increment();
   // Check everything before reading anything (a lookup creates rows).
   std::vector<Variable*> vars;
@@ -352,8 +379,14 @@ absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* respo
   return absl::OkStatus();
 }
 
-absl::Status VariableStore::Push(const PushRequest& request, PushResponse* /*response*/) {
+absl::Status VariableStore::Push(const PushRequest& request, PushResponse* response) {
   if (metrics_) metrics_->push_requests.Increment();
+  absl::ReaderMutexLock state(&state_mu_);
+  if (request.has_update() && request.update().step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update key of closure ", request.update().closure_id(), ": step ",
+                     request.update().step(), " is negative"));
+  }
   // Check every gradient before applying any.
   std::vector<std::pair<Variable*, absl::Span<const float>>> updates;
   updates.reserve(request.gradients_size());
@@ -392,6 +425,24 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* /*res
     sparse.emplace_back(std::move(r), rows);
   }
 
+  // Everything is valid, so the apply below cannot fail: claim the key now.
+  // The state lock keeps Save from seeing a claimed key before its apply.
+  if (request.has_update()) {
+    bool first;
+    {
+      absl::MutexLock lock(&applied_mu_);
+      first = applied_keys_.emplace(request.update().closure_id(), request.update().step()).second;
+    }
+    if (!first) {
+      response->set_duplicate(true);
+      duplicate_steps_.fetch_add(1, std::memory_order_relaxed);
+      if (metrics_) metrics_->duplicate_steps.Increment();
+      return absl::OkStatus();
+    }
+    applied_steps_.fetch_add(1, std::memory_order_relaxed);
+    if (metrics_) metrics_->applied_steps.Increment();
+  }
+
   for (auto& [var, grad] : updates) {
     absl::MutexLock lock(&var->mu);
     ++var->updates;
@@ -419,6 +470,7 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* /*res
 }
 
 absl::Status VariableStore::Stats(const StatsRequest& /*request*/, StatsResponse* response) {
+  absl::ReaderMutexLock state(&state_mu_);
   std::vector<Variable*> vars;
   {
     absl::ReaderMutexLock lock(&map_mu_);
@@ -451,6 +503,8 @@ absl::Status VariableStore::Stats(const StatsRequest& /*request*/, StatsResponse
     s->set_slot_bytes(slot_bytes);
   }
   response->set_applied_updates(applied_updates_.load(std::memory_order_relaxed));
+  response->set_applied_steps(applied_steps_.load(std::memory_order_relaxed));
+  response->set_duplicate_steps(duplicate_steps_.load(std::memory_order_relaxed));
   return absl::OkStatus();
 }
 

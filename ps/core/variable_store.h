@@ -9,13 +9,28 @@
 // [0, shape[0]); a hash table's are uint64 keys, and a key's row is created
 // on first touch (see hash_table.h).
 //
+// Exactly-once updates: a push carrying an UpdateKey (closure_id, step) is
+// applied at most once; a repeat is acknowledged with duplicate = true and
+// changes nothing. The set of applied keys is part of the state a checkpoint
+// saves and a restore loads, so after a rollback the steps past the
+// checkpoint apply again.
+//
+// Checkpoints (docs/checkpoint_format.md): Save writes every variable as
+// slices of its logical variable (a shard knows its slice from
+// VariableSpecProto.full_shape / row_offset) plus the applied keys; Restore
+// replaces the whole state with a new layout filled from any set of saved
+// files, whatever layout wrote them.
+//
 // The API is proto-level so each ParameterServer RPC is one call here; the
 // store knows nothing of gRPC. Training is asynchronous: there is no lock
-// across variables. A reader-mostly map lock guards the name -> variable map
-// (written only by CreateVariables; variables are never removed) and each
+// across variables. A state lock is held shared by every call but Save and
+// Restore, which hold it exclusively (so a save is a consistent snapshot and
+// a restore swaps the state in at once). A reader-mostly map lock guards the
+// name -> variable map (written by CreateVariables and Restore) and each
 // variable has its own mutex, so pushes to different variables run in
 // parallel and a pull copies each variable under its lock. A hash table
-// additionally locks itself, as a lookup may create and evict rows.
+// additionally locks itself, as a lookup may create and evict rows. Lock
+// order: state_mu_, map_mu_ or applied_mu_, a variable's mu, its table's.
 //
 // Thread-safe.
 #ifndef PSCLUSTER_PS_CORE_VARIABLE_STORE_H_
@@ -25,9 +40,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -39,6 +56,9 @@ class Registry;
 }  // namespace prometheus
 
 namespace pscluster {
+namespace variable_store_internal {
+struct Variable;  // variable_store_internal.h
+}  // namespace variable_store_internal
 
 class VariableStore {
  public:
@@ -84,41 +104,94 @@ class VariableStore {
   // Applies each gradient, whole (gradients) or by row (sparse), with its
   // variable's optimizer; a sparse gradient changes only its rows and their
   // slots. Each gradient counts as one update of its variable. All gradients
-  // are checked first; if any is bad, none is applied.
+  // are checked first; if any is bad, none is applied and, with an
+  // `update` key, the key is not recorded. With an `update` key that was
+  // applied before, nothing is applied and response->duplicate is set; of
+  // concurrent pushes with the same key exactly one applies.
   // NOT_FOUND: an unknown variable.
   // INVALID_ARGUMENT: a gradient's dtype, shape or byte count does not match
   //   its variable (the message names the variable and both shapes); a whole
   //   gradient for a hash table; a sparse gradient for a variable that is not
   //   rank-2 DENSE or HASH_TABLE, with ids not a multiple of 8 bytes, a
   //   repeated id (named), (DENSE) an id outside [0, rows), or rows not
-  //   [n, dim].
+  //   [n, dim]; an update key with step < 0.
   absl::Status Push(const PushRequest& request, PushResponse* response);
 
   // Per-variable kind, sizes, rows, evictions and update counts (sorted by
-  // name), and the total.
+  // name), the total, and the keyed pushes applied and dropped as duplicates
+  // by this process.
   absl::Status Stats(const StatsRequest& request, StatsResponse* response);
 
+  // Writes every variable (values, optimizer slots, update counters, hash
+  // rows with their eviction state) and the applied update keys to
+  // request.path (via "<path>.tmp.<pid>", fsync, rename, directory fsync) and
+  // returns its size and XXH3-64 checksum. Blocks every other call while it
+  // runs. INVALID_ARGUMENT for an empty path; I/O errors with the errno's
+  // code naming the file (NOT_FOUND for a missing directory).
+  absl::Status Save(const SaveRequest& request, SaveResponse* response);
+
+  // Replaces everything this store holds by request.variables, filled from
+  // the checkpoint files: each file is verified (size, checksum) first; a
+  // DENSE variable or shard (full_shape / row_offset) gets its rows, slots
+  // and update counter (the largest of its logical variable's saved slices)
+  // from whichever saved slices cover them; a HASH_TABLE shard
+  // "<name>/part_<i>" gets the saved rows of <name> with
+  // HashTableShard(id, num_ps) == i, with their slots. Rows past max_rows
+  // are evicted by the table's policy (LFU: fewest touches; AGE: least
+  // recently touched) and counted as evictions. Applied keys become the union
+  // of the files'. All or nothing: on error the store is unchanged.
+  // INVALID_ARGUMENT: num_ps < 1, a bad spec (as CreateVariables), a name
+  //   twice, a HASH_TABLE not named "<name>/part_<i>" with i in [0, num_ps).
+  // NOT_FOUND: a file is missing. DATA_LOSS naming the file: a size or
+  //   checksum mismatch, a malformed record; or saved slices that do not
+  //   cover all rows of a variable, or a hash id saved twice.
+  // FAILED_PRECONDITION naming the variable: missing from the checkpoint,
+  //   or saved with a different shape, row width or optimizer.
+  absl::Status Restore(const RestoreRequest& request, RestoreResponse* response);
+
  private:
-  struct Variable;
+  using Variable = variable_store_internal::Variable;
   struct Metrics;
   struct RowRequest;
+  using VariableMap = absl::flat_hash_map<std::string, std::unique_ptr<Variable>>;
+
+  // Validates `request` (as CreateVariables) and builds its variables, not
+  // yet initialised nor published. An exact duplicate within the request is
+  // dropped unless `allow_duplicates` is false (INVALID_ARGUMENT).
+  absl::StatusOr<std::vector<std::unique_ptr<Variable>>> NewVariables(
+      const CreateVariablesRequest& request, bool allow_duplicates);
+  // Runs the initializers (DENSE) or creates the empty tables (HASH_TABLE)
+  // of the non-null entries of `vars`. Errors from HashTable::Create.
+  absl::Status InitializeVariables(std::vector<std::unique_ptr<Variable>>& vars);
 
   // Finds the variable of a lookup or sparse gradient and decodes its ids.
   // NOT_FOUND or INVALID_ARGUMENT as Pull and Push describe.
   absl::StatusOr<RowRequest> CheckRowRequest(const std::string& name, const std::string& ids,
-                                             const char* what) ABSL_LOCKS_EXCLUDED(map_mu_);
+                                             const char* what)
+      ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
 
-  // Looks up `name`. NOT_FOUND if unknown. The pointer stays valid for the
-  // store's lifetime (variables are never removed).
-  absl::StatusOr<Variable*> Find(const std::string& name) ABSL_LOCKS_EXCLUDED(map_mu_);
+  // Looks up `name`. NOT_FOUND if unknown. The pointer stays valid while the
+  // caller holds state_mu_ (only Restore removes variables).
+  absl::StatusOr<Variable*> Find(const std::string& name) ABSL_SHARED_LOCKS_REQUIRED(state_mu_)
+      ABSL_LOCKS_EXCLUDED(map_mu_);
 
   const Options options_;
   std::unique_ptr<Metrics> metrics_;  // Null without a registry.
 
+  // Shared by every call, exclusive in Save and Restore. Variable pointers
+  // taken under it stay valid until it is released.
+  absl::Mutex state_mu_ ABSL_ACQUIRED_BEFORE(map_mu_, applied_mu_);
+
   absl::Mutex map_mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Variable>> variables_ ABSL_GUARDED_BY(map_mu_);
+  VariableMap variables_ ABSL_GUARDED_BY(map_mu_);
+
+  // (closure_id, step) of every keyed push applied (or being applied).
+  absl::Mutex applied_mu_;
+  absl::flat_hash_set<std::pair<int64_t, int64_t>> applied_keys_ ABSL_GUARDED_BY(applied_mu_);
 
   std::atomic<int64_t> applied_updates_{0};
+  std::atomic<int64_t> applied_steps_{0};
+  std::atomic<int64_t> duplicate_steps_{0};
 };
 
 }  // namespace pscluster
