@@ -29,6 +29,22 @@ class PsClient {
   // gradient of the request is applied.
   virtual absl::Status Push(const PushRequest& request, PushResponse* response) = 0;
   virtual absl::Status Stats(const StatsRequest& request, StatsResponse* response) = 0;
+
+  // Checkpoints (VariableStore::Save / Restore in ps/core/variable_store.h
+  // give the full contract). Save writes this PS's data file; errors keep
+  // the PS's code (I/O errors naming the file). Restore replaces everything
+  // the PS holds by request.variables filled from the files: DATA_LOSS for a
+  // torn or corrupt file or uncovered rows, FAILED_PRECONDITION for a
+  // variable missing from the checkpoint or saved with another shape or
+  // optimizer; on error the PS is unchanged.
+  // The defaults return UNIMPLEMENTED, as gRPC's generated services do, so
+  // test fakes that never checkpoint need not override them.
+  virtual absl::Status Save(const SaveRequest& /*request*/, SaveResponse* /*response*/) {
+    return absl::UnimplementedError("this PsClient does not implement Save");
+  }
+  virtual absl::Status Restore(const RestoreRequest& /*request*/, RestoreResponse* /*response*/) {
+    return absl::UnimplementedError("this PsClient does not implement Restore");
+  }
 };
 
 }  // namespace pscluster

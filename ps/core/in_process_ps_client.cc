@@ -21,4 +21,12 @@ absl::Status InProcessPsClient::Stats(const StatsRequest& request, StatsResponse
   return store_->Stats(request, response);
 }
 
+absl::Status InProcessPsClient::Save(const SaveRequest& request, SaveResponse* response) {
+  return store_->Save(request, response);
+}
+
+absl::Status InProcessPsClient::Restore(const RestoreRequest& request, RestoreResponse* response) {
+  return store_->Restore(request, response);
+}
+
 }  // namespace pscluster

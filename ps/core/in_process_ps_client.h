@@ -21,6 +21,8 @@ class InProcessPsClient : public PsClient {
   absl::Status Pull(const PullRequest& request, PullResponse* response) override;
   absl::Status Push(const PushRequest& request, PushResponse* response) override;
   absl::Status Stats(const StatsRequest& request, StatsResponse* response) override;
+  absl::Status Save(const SaveRequest& request, SaveResponse* response) override;
+  absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) override;
 
  private:
   VariableStore* const store_;

@@ -36,4 +36,12 @@ absl::Status GrpcPsClient::Stats(const StatsRequest& request, StatsResponse* res
   return Call([&](grpc::ClientContext* c) { return stub_->Stats(c, request, response); });
 }
 
+absl::Status GrpcPsClient::Save(const SaveRequest& request, SaveResponse* response) {
+  return Call([&](grpc::ClientContext* c) { return stub_->Save(c, request, response); });
+}
+
+absl::Status GrpcPsClient::Restore(const RestoreRequest& request, RestoreResponse* response) {
+  return Call([&](grpc::ClientContext* c) { return stub_->Restore(c, request, response); });
+}
+
 }  // namespace pscluster

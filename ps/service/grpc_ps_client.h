@@ -25,7 +25,9 @@ class GrpcPsClient : public PsClient {
   struct Options {
     // "host:port" of the ps_server. Required.
     std::string target;
-    // Deadline of each call, from when it starts.
+    // Deadline of each call, from when it starts. Save and Restore of a
+    // large PS take longer than training calls: give them a client with a
+    // longer deadline.
     std::chrono::milliseconds call_timeout{30000};
     // If true, a call waits (up to its deadline) for the server to come up
     // instead of failing at once with UNAVAILABLE.
@@ -41,6 +43,8 @@ class GrpcPsClient : public PsClient {
   absl::Status Pull(const PullRequest& request, PullResponse* response) override;
   absl::Status Push(const PushRequest& request, PushResponse* response) override;
   absl::Status Stats(const StatsRequest& request, StatsResponse* response) override;
+  absl::Status Save(const SaveRequest& request, SaveResponse* response) override;
+  absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) override;
 
  private:
   // Runs `rpc` with a fresh context carrying the options' deadline and turns

@@ -30,4 +30,14 @@ grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const StatsRequ
   return handler_.Run("Stats", [&] { return store_->Stats(*request, response); });
 }
 
+grpc::Status ParameterServerService::Save(grpc::ServerContext*, const SaveRequest* request,
+                                          SaveResponse* response) {
+  return handler_.Run("Save", [&] { return store_->Save(*request, response); });
+}
+
+grpc::Status ParameterServerService::Restore(grpc::ServerContext*, const RestoreRequest* request,
+                                             RestoreResponse* response) {
+  return handler_.Run("Restore", [&] { return store_->Restore(*request, response); });
+}
+
 }  // namespace pscluster

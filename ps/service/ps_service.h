@@ -28,6 +28,10 @@ class ParameterServerService final : public ParameterServer::Service {
                     PushResponse* response) override;
   grpc::Status Stats(grpc::ServerContext* context, const StatsRequest* request,
                      StatsResponse* response) override;
+  grpc::Status Save(grpc::ServerContext* context, const SaveRequest* request,
+                    SaveResponse* response) override;
+  grpc::Status Restore(grpc::ServerContext* context, const RestoreRequest* request,
+                       RestoreResponse* response) override;
 
  private:
   VariableStore* const store_;

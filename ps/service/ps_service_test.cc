@@ -4,6 +4,7 @@
 
 #include <prometheus/registry.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -196,6 +197,63 @@ TEST_F(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
   auto w = PullW();
   ASSERT_TRUE(w.ok());
   EXPECT_THAT(*w, ElementsAre(1.0f, 1.0f, 0.5f, 0.0f));
+}
+
+TEST_F(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
+  PushRequest push;
+  NamedTensor* g = push.add_gradients();
+  g->set_name("w");
+  EncodeTensor({2, 2}, {1.0f, 1.0f, 1.0f, 1.0f}, g->mutable_tensor());
+  push.mutable_update()->set_closure_id(4);
+  push.mutable_update()->set_step(0);
+  PushResponse pushed;
+  ASSERT_TRUE(client_->Push(push, &pushed).ok());
+  EXPECT_FALSE(pushed.duplicate());
+  ASSERT_TRUE(client_->Push(push, &pushed).ok());
+  EXPECT_TRUE(pushed.duplicate());
+
+  const char* dir = std::getenv("TEST_TMPDIR");
+  SaveRequest save;
+  save.set_path(absl::StrCat(dir != nullptr ? dir : "/tmp", "/grpc-ps-0.data"));
+  SaveResponse saved;
+  ASSERT_TRUE(client_->Save(save, &saved).ok());
+  EXPECT_EQ(saved.path(), save.path());
+  EXPECT_GT(saved.bytes(), 0);
+  EXPECT_EQ(saved.checksum().size(), 16u);
+  EXPECT_EQ(saved.variables(), 1);
+
+  ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());  // past the checkpoint
+  RestoreRequest restore;
+  CheckpointFile* file = restore.add_files();
+  file->set_path(saved.path());
+  file->set_bytes(saved.bytes());
+  file->set_checksum(saved.checksum());
+  VariableSpecProto* spec = restore.mutable_variables()->add_variables();
+  spec->set_name("w");
+  spec->set_dtype(DT_FLOAT32);
+  spec->add_shape(2);
+  spec->add_shape(2);
+  spec->mutable_initializer()->set_type("ones");
+  spec->mutable_optimizer()->set_type("sgd");
+  spec->mutable_optimizer()->set_learning_rate(0.5f);
+  restore.set_num_ps(1);
+  RestoreResponse restored;
+  ASSERT_TRUE(client_->Restore(restore, &restored).ok());
+  EXPECT_EQ(restored.variables(), 1);
+  EXPECT_EQ(restored.rows(), 2);
+  auto w = PullW();
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(*w, ElementsAre(0.5f, 0.5f, 0.5f, 0.5f));
+  ASSERT_TRUE(client_->Push(push, &pushed).ok());
+  EXPECT_TRUE(pushed.duplicate());  // the applied key came back too
+
+  // A checksum mismatch is DATA_LOSS over the wire, naming the file.
+  file->set_checksum("0000000000000000");
+  absl::Status s = client_->Restore(restore, &restored);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(s.message()), HasSubstr(saved.path()));
+  EXPECT_EQ(RequestCount("Save", "OK"), 1);
+  EXPECT_EQ(RequestCount("Restore", "DATA_LOSS"), 1);
 }
 
 TEST(GrpcPsClientTest, UnreachableServerIsUnavailableNamingTheTarget) {
