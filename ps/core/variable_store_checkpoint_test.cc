@@ -407,5 +407,24 @@ TEST(CheckpointTest, BadCheckpointsFailAndLeaveTheStoreAsItWas) {
   EXPECT_EQ(stats.variables_size(), 3);
 }
 
+TEST(CheckpointTest, ShardSliceInfoIsValidatedAndPartOfTheSpec) {
+  VariableStore store;
+  auto create = [&](Shape full, int64_t offset) {
+    VariableSpecProto spec = Spec("emb/part_1", {4, 4}, "sgd");
+    spec.mutable_full_shape()->Assign(full.begin(), full.end());
+    spec.set_row_offset(offset);
+    CreateVariablesRequest req;
+    *req.add_variables() = spec;
+    CreateVariablesResponse resp;
+    return store.CreateVariables(req, &resp);
+  };
+  EXPECT_EQ(create({10, 4}, 7).code(), absl::StatusCode::kInvalidArgument);  // past the end
+  EXPECT_EQ(create({10, 3}, 0).code(), absl::StatusCode::kInvalidArgument);  // other row shape
+  EXPECT_EQ(create({}, 2).code(), absl::StatusCode::kInvalidArgument);       // offset alone
+  EXPECT_TRUE(create({10, 4}, 6).ok());
+  EXPECT_TRUE(create({10, 4}, 6).ok());
+  EXPECT_EQ(create({10, 4}, 5).code(), absl::StatusCode::kAlreadyExists);
+}
+
 }  // namespace
 }  // namespace pscluster
