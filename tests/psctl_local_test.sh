@@ -86,14 +86,16 @@ start_psctl() {
   STARTED_PIDS+=("$PSCTL_PID")
 }
 
-# Records psctl's children as "pid name" lines in $TMP/children (union over
-# polls) until ps_server x2, worker_server x2 and coordinator were all seen,
-# psctl exited, or $1 seconds passed. Returns 0 if all were seen.
+# Records psctl's server children (those given a --port_file; not the
+# short-lived `coordinator --helpfull` psctl runs to learn its flags) as
+# "pid name" lines in $TMP/children (union over polls) until ps_server x2,
+# worker_server x2 and coordinator were all seen, psctl exited, or $1 seconds
+# passed. Returns 0 if all were seen.
 watch_children() {
   local deadline=$((SECONDS + $1))
   : > "$TMP/children"
   while ((SECONDS < deadline)); do
-    pgrep -l -P "$PSCTL_PID" >> "$TMP/children" || true
+    pgrep -l -f -P "$PSCTL_PID" -- '--port_file=' >> "$TMP/children" || true
     sort -u -o "$TMP/children" "$TMP/children"
     for pid in $(cut -d' ' -f1 "$TMP/children"); do
       [[ " ${STARTED_PIDS[*]} " == *" $pid "* ]] || STARTED_PIDS+=("$pid")
