@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/core/job_manager.h"
 #include "coordinator/service/coordinator_service.h"
+#include "coordinator/service/grpc_health_checker.h"
 #include "coordinator/service/grpc_worker_client.h"
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
@@ -23,7 +24,11 @@
 
 ABSL_FLAG(std::vector<std::string>, ps, {}, "comma-separated host:port of the PS tasks");
 ABSL_FLAG(std::vector<std::string>, workers, {}, "comma-separated host:port of the workers");
-ABSL_FLAG(int, max_attempts, 5, "runs of one closure before its job fails");
+ABSL_FLAG(int, max_attempts, 0,
+          "runs of one closure before its job fails (0: the job's fault_tolerance.max_attempts)");
+ABSL_FLAG(std::string, state_dir, "",
+          "durable coordinator state: submitted jobs are recorded here, and a coordinator "
+          "restarted on the same directory resumes the jobs that had not ended");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Serves the pscluster coordinator.");
@@ -38,8 +43,8 @@ int main(int argc, char** argv) {
     std::cerr << "coordinator: --ps and --workers must each name at least one host:port\n";
     return pscluster::kExitBadFlags;
   }
-  if (absl::GetFlag(FLAGS_max_attempts) < 1) {
-    std::cerr << "coordinator: --max_attempts must be >= 1\n";
+  if (absl::GetFlag(FLAGS_max_attempts) < 0) {
+    std::cerr << "coordinator: --max_attempts must be >= 0\n";
     return pscluster::kExitBadFlags;
   }
   // Logs go to stderr: stdout carries only the "listening on" line.
@@ -62,10 +67,19 @@ int main(int argc, char** argv) {
     worker_clients.push_back(std::make_unique<pscluster::GrpcWorkerClient>(a));
     workers.push_back(worker_clients.back().get());
   }
+  pscluster::GrpcHealthChecker health(ps_addresses, worker_addresses);
   pscluster::JobRunnerOptions runner_options;
   runner_options.ps_addresses = ps_addresses;
   runner_options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
-  auto jobs = std::make_unique<pscluster::JobManager>(ps, workers, runner_options);
+  runner_options.health = &health;
+  auto jobs = std::make_unique<pscluster::JobManager>(ps, workers, runner_options,
+                                                      absl::GetFlag(FLAGS_state_dir));
+  absl::StatusOr<int> resumed = jobs->Recover();
+  if (!resumed.ok()) {
+    std::cerr << "coordinator: " << resumed.status().message() << "\n";
+    return 1;
+  }
+  if (*resumed > 0) spdlog::info("coordinator resumed {} unfinished job(s)", *resumed);
   pscluster::CoordinatorService service(jobs.get(), registry);
 
   auto server = pscluster::StartServer(*options, {&service}, registry);

@@ -21,6 +21,7 @@ namespace pscluster {
 
 struct Closure {
   int64_t id = 0;
+  int64_t split_index = 0;  // which split of its epoch
   ClosureMode mode = TRAIN;
   DataSplit split;
   int attempts = 0;  // failed runs so far

@@ -10,8 +10,58 @@ bool IsTerminal(JobState state) {
 }
 
 JobManager::JobManager(std::vector<PsClient*> ps, std::vector<WorkerClient*> workers,
-                       JobRunnerOptions options)
-    : ps_(std::move(ps)), workers_(std::move(workers)), options_(std::move(options)) {}
+                       JobRunnerOptions options, std::string state_dir)
+    : ps_(std::move(ps)),
+      workers_(std::move(workers)),
+      options_(std::move(options)),
+      state_dir_(std::move(state_dir)) {}
+
+std::string JobManager::CheckpointDirFor(const std::string& id, const JobSpec& spec) const {
+  if (!spec.checkpoint.dir.empty()) return spec.checkpoint.dir;
+  if (!state_dir_.empty()) return absl::StrCat(state_dir_, "/", id);
+  return "";
+}
+
+void JobManager::StartLocked(const std::string& id, JobSpec spec, JobRunnerOptions options) {
+  options.checkpoint_dir = CheckpointDirFor(id, spec);
+  Job& job = jobs_[id];
+  job.runner = std::make_unique<JobRunner>(id, std::move(spec), ps_, workers_, std::move(options));
+  JobRunner* runner = job.runner.get();
+  job.thread = std::thread([runner] { runner->Run().IgnoreError(); });
+}
+
+absl::StatusOr<int> JobManager::Recover() {
+  if (state_dir_.empty()) return 0;
+  const std::string path = state_dir_ + "/jobs";
+  absl::StatusOr<std::vector<JobLogRecord>> records = ReadJobLog(path);
+  std::vector<JobLogRecord> submitted;
+  if (records.ok()) submitted = *std::move(records);
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(registry_, JobLog::Open(path));
+  int resumed = 0;
+  for (const JobLogRecord& r : submitted) {
+    if (!r.has_started()) continue;
+    ++submitted_;
+    const std::string& id = r.started().job_id();
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(r.started().spec_yaml(), r.started().spec_path());
+    if (!spec.ok()) continue;
+    // Ended jobs are done; the others resume from their own job log.
+    const std::string dir = CheckpointDirFor(id, *spec);
+    bool ended = false;
+    if (!dir.empty()) {
+      absl::StatusOr<std::vector<JobLogRecord>> log = ReadJobLog(dir + "/joblog");
+      if (log.ok()) {
+        for (const JobLogRecord& e : *log) ended = ended || e.has_ended();
+      }
+    }
+    if (ended || dir.empty()) continue;
+    JobRunnerOptions options = options_;
+    options.resume = true;
+    StartLocked(id, *std::move(spec), options);
+    ++resumed;
+  }
+  return resumed;
+}
 
 JobManager::~JobManager() {
   std::map<std::string, Job> jobs;
@@ -42,10 +92,17 @@ absl::StatusOr<std::string> JobManager::Submit(const std::string& spec_yaml,
     }
   }
   const std::string id = absl::StrCat(spec.name, "-", ++submitted_);
-  Job& job = jobs_[id];
-  job.runner = std::make_unique<JobRunner>(id, std::move(spec), ps_, workers_, options_);
-  JobRunner* runner = job.runner.get();
-  job.thread = std::thread([runner] { runner->Run().IgnoreError(); });
+  if (!state_dir_.empty()) {
+    if (registry_ == nullptr) {
+      ASSIGN_OR_RETURN(registry_, JobLog::Open(state_dir_ + "/jobs"));
+    }
+    JobLogRecord r;
+    r.mutable_started()->set_job_id(id);
+    r.mutable_started()->set_spec_yaml(spec_yaml);
+    r.mutable_started()->set_spec_path(spec_path);
+    RETURN_IF_ERROR(registry_->Append(r));
+  }
+  StartLocked(id, std::move(spec), options_);
   return id;
 }
 

@@ -1,13 +1,14 @@
 #include "coordinator/core/job_runner.h"
 
 #include <cmath>
-#include <map>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/metrics.h"
-#include "common/model_variables.h"
 #include "common/status_macros.h"
 
 namespace pscluster {
@@ -21,6 +22,9 @@ bool Retryable(const absl::Status& s) {
          absl::IsFailedPrecondition(s) || absl::IsCancelled(s);
 }
 
+// A worker reports a PS it could not reach as "ps <address>: ..." (GrpcPsClient).
+bool FromPs(const absl::Status& s) { return absl::StartsWith(s.message(), "ps "); }
+
 int64_t StepsFor(int64_t size, int64_t closure_examples, int64_t batch) {
   const int64_t full = size / closure_examples;
   const int64_t rest = size % closure_examples;
@@ -29,20 +33,33 @@ int64_t StepsFor(int64_t size, int64_t closure_examples, int64_t batch) {
 
 }  // namespace
 
+int64_t ClosureId(ClosureMode mode, int64_t epoch, int64_t split) {
+  return (mode == EVAL ? (int64_t{1} << 62) : 0) | (epoch << 32) | split;
+}
+
 JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps,
                      std::vector<WorkerClient*> workers, JobRunnerOptions options)
     : job_id_(std::move(job_id)),
       spec_(std::move(spec)),
       ps_(std::move(ps)),
       workers_(std::move(workers)),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      checkpoint_dir_(options_.checkpoint_dir.empty() ? spec_.checkpoint.dir
+                                                      : options_.checkpoint_dir),
+      max_attempts_(options_.max_attempts > 0 ? options_.max_attempts
+                                              : static_cast<int>(spec_.fault_tolerance.max_attempts)),
+      worker_down_(new std::atomic<bool>[workers_.size()]) {
+  for (size_t w = 0; w < workers_.size(); ++w) worker_down_[w] = false;
   absl::MutexLock lock(&mu_);
   status_.set_job_id(job_id_);
   status_.set_name(spec_.name);
   status_.set_state(PENDING);
   status_.set_total_epochs(spec_.train.epochs);
   start_ = absl::Now();
+  last_checkpoint_time_ = start_;
 }
+
+JobRunner::~JobRunner() = default;
 
 void JobRunner::Update(const std::function<void(JobStatusProto*)>& change) {
   absl::MutexLock lock(&mu_);
@@ -77,96 +94,18 @@ void JobRunner::Cancel() {
   if (current_queue_ != nullptr) current_queue_->Stop(absl::CancelledError("job cancelled"));
 }
 
-absl::Status JobRunner::CreateVariables(std::vector<VariablePlacementProto>* placement) {
-  ASSIGN_OR_RETURN(VariablePlan plan, PlanVariables(ModelVariables(spec_), spec_.partitioner,
-                                                    static_cast<int>(ps_.size())));
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    if (plan.per_ps[p].variables_size() == 0) continue;
-    CreateVariablesResponse response;
-    absl::Status s = ps_[p]->CreateVariables(plan.per_ps[p], &response);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("creating variables on PS ", p, ": ", s.message()));
-    }
-  }
-  *placement = plan.placement;
-  absl::MutexLock lock(&mu_);
-  variables_ = ModelVariables(spec_);
-  placement_ = std::move(plan.placement);
-  return absl::OkStatus();
+void JobRunner::Log(const JobLogRecord& record, bool sync) {
+  if (log_ == nullptr) return;
+  absl::Status s = log_->Append(record);
+  (void)sync;  // every append is fsynced; see JobLog
+  if (!s.ok()) spdlog::warn("job {}: job log: {}", job_id_, s.ToString());
 }
 
-absl::StatusOr<DescribeJobResponse> JobRunner::Describe() const {
-  std::vector<VariableSpecProto> vars;
-  std::vector<VariablePlacementProto> placement;
-  {
-    absl::MutexLock lock(&mu_);
-    vars = variables_;
-    placement = placement_;
-  }
-  if (placement.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job '", job_id_, "' has not created its variables yet"));
-  }
-  DescribeJobResponse out;
-  out.set_job_id(job_id_);
-  // What each PS holds, by concrete (shard) name.
-  std::map<std::string, VariableStats> held;
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    StatsResponse stats;
-    absl::Status s = ps_[p]->Stats(StatsRequest(), &stats);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("stats of PS ", p, ": ", s.message()));
-    }
-    PsLoad* load = out.add_ps();
-    load->set_ps_index(static_cast<int>(p));
-    load->set_address(p < options_.ps_addresses.size() ? options_.ps_addresses[p] : "in-process");
-    for (const VariableStats& v : stats.variables()) {
-      load->set_parameter_bytes(load->parameter_bytes() + v.parameter_bytes());
-      load->set_slot_bytes(load->slot_bytes() + v.slot_bytes());
-      load->set_variables(load->variables() + 1);
-      held[v.name()] = v;
-    }
-  }
-  for (size_t i = 0; i < vars.size() && i < placement.size(); ++i) {
-    const VariableSpecProto& var = vars[i];
-    VariableLayout* layout = out.add_variables();
-    layout->set_name(var.name());
-    layout->set_kind(var.kind() == HASH_TABLE ? "hash_table"
-                     : IsRowAccessed(var)     ? "embedding"
-                                              : "dense");
-    if (var.kind() == HASH_TABLE) layout->add_shape(-1);
-    for (int64_t d : var.shape()) layout->add_shape(d);
-    layout->set_partitioner(DescribePlacement(var, placement[i]));
-    auto add_shard = [&](const std::string& name, int ps_index, int64_t offset, int64_t rows) {
-      ShardLayoutProto* shard = layout->add_shards();
-      shard->set_name(name);
-      shard->set_ps_index(ps_index);
-      shard->set_row_offset(offset);
-      shard->set_rows(rows);
-      auto it = held.find(name);
-      if (it != held.end()) {
-        if (var.kind() == HASH_TABLE) shard->set_rows(it->second.rows());
-        shard->set_parameter_bytes(it->second.parameter_bytes());
-        shard->set_slot_bytes(it->second.slot_bytes());
-        shard->set_evictions(it->second.evictions());
-      }
-    };
-    if (placement[i].shards_size() == 0) {
-      add_shard(var.name(), placement[i].ps_index(), 0, var.shape_size() > 0 ? var.shape(0) : 1);
-    }
-    for (const ShardProto& s : placement[i].shards()) {
-      add_shard(s.name(), s.ps_index(), s.row_offset(), s.rows());
-    }
-  }
-  return out;
-}
-
-absl::Status JobRunner::SetupWorkers(const std::vector<VariablePlacementProto>& placement,
-                                     int64_t* train_examples, int64_t* eval_examples) {
+absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_examples) {
   setup_request_.set_job_id(job_id_);
   setup_request_.set_spec_yaml(spec_.yaml);
   for (const std::string& a : options_.ps_addresses) setup_request_.add_ps_addresses(a);
-  for (const auto& p : placement) *setup_request_.add_placement() = p;
+  for (const auto& p : plan_.placement) *setup_request_.add_placement() = p;
 
   // Workers load their data in parallel.
   std::vector<absl::Status> status(workers_.size());
@@ -197,9 +136,45 @@ absl::Status JobRunner::SetupWorkers(const std::vector<VariablePlacementProto>& 
   return absl::OkStatus();
 }
 
-void JobRunner::DispatchLoop(WorkerClient* worker, ClosureMode mode, ClosureQueue* queue,
-                             PhaseTotals* totals) {
-  while (std::optional<Closure> c = queue->Get()) {
+void JobRunner::RecordSuccess(ClosureMode mode, const Closure& c, const RunClosureResponse& r,
+                              PhaseTotals* totals) {
+  absl::MutexLock lock(&mu_);
+  totals->examples += r.examples();
+  totals->loss_sum += r.loss_sum();
+  totals->correct += r.correct();
+  auto merge = [](const auto& from, std::vector<int64_t>* into) {
+    if (into->size() < static_cast<size_t>(from.size())) into->resize(from.size());
+    for (int b = 0; b < from.size(); ++b) (*into)[b] += from[b];
+  };
+  merge(r.positive_histogram(), &totals->positive);
+  merge(r.negative_histogram(), &totals->negative);
+  if (mode == TRAIN) {
+    finished_splits_.insert(c.split_index);
+    status_.set_steps(status_.steps() + r.steps());
+    status_.set_examples(status_.examples() + r.examples());
+    epoch_examples_ += r.examples();
+    epoch_loss_sum_ += r.loss_sum();
+    if (epoch_examples_ > 0) status_.set_train_loss(epoch_loss_sum_ / epoch_examples_);
+    const double secs = train_seconds_ + absl::ToDoubleSeconds(absl::Now() - phase_start_);
+    if (secs > 0) status_.set_examples_per_sec(status_.examples() / secs);
+    status_.set_compute_seconds(status_.compute_seconds() + r.compute_seconds());
+    status_.set_pull_seconds(status_.pull_seconds() + r.pull_seconds());
+    status_.set_push_seconds(status_.push_seconds() + r.push_seconds());
+  }
+  ++version_;
+}
+
+void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals) {
+  WorkerClient* worker = workers_[w];
+  while (true) {
+    // A worker that stopped answering gets no work until it answers again.
+    while (worker_down_[w] && !stop_health_ && options_.health != nullptr) {
+      absl::SleepFor(absl::Milliseconds(50));
+      if (!queue->WaitFor(absl::ZeroDuration())) continue;
+      return;  // the phase ended meanwhile
+    }
+    std::optional<Closure> c = queue->Get();
+    if (!c) return;
     RunClosureRequest request;
     request.set_job_id(job_id_);
     request.set_closure_id(c->id);
@@ -208,46 +183,42 @@ void JobRunner::DispatchLoop(WorkerClient* worker, ClosureMode mode, ClosureQueu
     RunClosureResponse response;
     absl::Status s = worker->RunClosure(request, &response);
     if (s.ok()) {
-      absl::MutexLock lock(&mu_);
-      totals->examples += response.examples();
-      totals->loss_sum += response.loss_sum();
-      totals->correct += response.correct();
-      auto merge = [](const auto& from, std::vector<int64_t>* into) {
-        if (into->size() < static_cast<size_t>(from.size())) into->resize(from.size());
-        for (int b = 0; b < from.size(); ++b) (*into)[b] += from[b];
-      };
-      merge(response.positive_histogram(), &totals->positive);
-      merge(response.negative_histogram(), &totals->negative);
-      if (mode == TRAIN) {
-        status_.set_steps(status_.steps() + response.steps());
-        status_.set_examples(status_.examples() + response.examples());
-        epoch_examples_ += response.examples();
-        epoch_loss_sum_ += response.loss_sum();
-        if (epoch_examples_ > 0) status_.set_train_loss(epoch_loss_sum_ / epoch_examples_);
-        const double secs = train_seconds_ + absl::ToDoubleSeconds(absl::Now() - phase_start_);
-        if (secs > 0) status_.set_examples_per_sec(status_.examples() / secs);
-        status_.set_compute_seconds(status_.compute_seconds() + response.compute_seconds());
-        status_.set_pull_seconds(status_.pull_seconds() + response.pull_seconds());
-        status_.set_push_seconds(status_.push_seconds() + response.push_seconds());
+      RecordSuccess(mode, *c, response, totals);
+      // Hold further dispatch for the control loop to take the checkpoint.
+      if (mode == TRAIN && CheckpointDue()) queue->Pause();
+      if (mode == TRAIN && log_ != nullptr) {
+        JobLogRecord rec;
+        ClosureFinished* f = rec.mutable_closure_finished();
+        f->set_epoch(c->split.epoch());
+        f->set_split(c->split_index);
+        f->set_steps(response.steps());
+        f->set_examples(response.examples());
+        f->set_loss_sum(response.loss_sum());
+        Log(rec, /*sync=*/false);
       }
-      ++version_;
       queue->Done();
       continue;
     }
-    ++c->attempts;
+    // A PS outage is not the closure's fault: it is retried without counting
+    // (the coordinator pauses dispatch and recovers the PS).
+    const bool ps_outage = ps_failed_ || (Retryable(s) && FromPs(s));
+    if (!ps_outage) ++c->attempts;
     const std::string what = absl::StrCat(
         mode == TRAIN ? "training" : "eval", " closure ", c->id, " (epoch ", c->split.epoch() + 1,
         ", examples [", c->split.begin(), ", ", c->split.end(), "))");
-    if (!Retryable(s) || c->attempts >= options_.max_attempts) {
+    if (!Retryable(s) || c->attempts >= max_attempts_) {
       queue->Fail(absl::Status(s.code(), absl::StrCat(what, " failed after ", c->attempts,
                                                       " attempt(s), last on worker ",
                                                       worker->address(), ": ", s.message())));
       return;
     }
+    spdlog::warn("job {}: {} failed on worker {} (attempt {}): {}; retrying", job_id_, what,
+                 worker->address(), c->attempts, s.ToString());
     queue->PutBack(*c);
+    if (absl::IsUnavailable(s) && !FromPs(s) && options_.health != nullptr) worker_down_[w] = true;
     // Back off before this worker takes more work, so healthy workers pick
     // the closure up first.
-    absl::SleepFor(options_.retry_backoff * (1 << std::min(c->attempts - 1, 6)));
+    absl::SleepFor(options_.retry_backoff * (1 << std::min(std::max(c->attempts, 1) - 1, 6)));
     if (absl::IsFailedPrecondition(s)) {
       // The worker lost the job (it restarted): set it up again.
       SetupJobResponse ignored;
@@ -256,51 +227,102 @@ void JobRunner::DispatchLoop(WorkerClient* worker, ClosureMode mode, ClosureQueu
   }
 }
 
-absl::Status JobRunner::RunPhase(ClosureMode mode, int64_t epoch, int64_t size,
-                                 int64_t closure_examples, PhaseTotals* totals) {
+absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_t epoch,
+                                                        int64_t size, int64_t closure_examples,
+                                                        PhaseTotals* totals) {
   ClosureQueue queue;
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_) return absl::CancelledError("job cancelled");
     current_queue_ = &queue;
     phase_start_ = absl::Now();
-  }
-  for (int64_t b = 0; b < size; b += closure_examples) {
-    Closure c;
-    c.id = next_closure_id_.fetch_add(1);
-    c.mode = mode;
-    c.split.set_epoch(epoch);
-    c.split.set_begin(b);
-    c.split.set_end(std::min(size, b + closure_examples));
-    queue.Put(std::move(c));
+    int64_t split = 0;
+    for (int64_t b = 0; b < size; b += closure_examples, ++split) {
+      if (mode == TRAIN && finished_splits_.count(split)) continue;
+      Closure c;
+      c.id = ClosureId(mode, epoch, split);
+      c.split_index = split;
+      c.mode = mode;
+      c.split.set_epoch(epoch);
+      c.split.set_begin(b);
+      c.split.set_end(std::min(size, b + closure_examples));
+      queue.Put(std::move(c));
+    }
   }
   std::vector<std::thread> threads;
-  for (WorkerClient* w : workers_) {
+  for (size_t w = 0; w < workers_.size(); ++w) {
     for (int64_t k = 0; k < spec_.train.closures_per_worker; ++k) {
-      threads.emplace_back([this, w, mode, &queue, totals] { DispatchLoop(w, mode, &queue, totals); });
+      threads.emplace_back([this, w, mode, &queue, totals] {
+        DispatchLoop(static_cast<int>(w), mode, &queue, totals);
+      });
     }
+  }
+  PhaseEnd end = PhaseEnd::kDone;
+  absl::Status error;
+  // The phase's control loop: checkpoints (asked for by dispatch threads,
+  // which pause the queue when one is due) and PS recovery run here, with
+  // no closure in flight.
+  while (true) {
+    const bool drained = queue.WaitFor(absl::Milliseconds(20));
+    if (ps_failed_) {
+      queue.Pause();
+      queue.WaitUntilIdle(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s));
+      error = RecoverFromPsFailure();
+      queue.Stop(absl::AbortedError("rolled back"));
+      end = PhaseEnd::kRolledBack;
+      break;
+    }
+    if (mode == TRAIN && CheckpointDue()) {
+      queue.Pause();
+      if (queue.WaitUntilIdle(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s)) &&
+          !ps_failed_) {
+        if (absl::Status s = Checkpoint(); !s.ok()) {
+          spdlog::warn("job {}: checkpoint failed: {}", job_id_, s.ToString());
+        }
+      }
+      queue.Resume();
+      continue;
+    }
+    if (drained) break;
+    queue.Resume();  // a pause asked for by a dispatch thread that is no longer due
   }
   absl::Status s = queue.Wait();
   for (auto& t : threads) t.join();
-  absl::MutexLock lock(&mu_);
-  current_queue_ = nullptr;
-  if (mode == TRAIN) train_seconds_ += absl::ToDoubleSeconds(absl::Now() - phase_start_);
-  return s;
+  {
+    absl::MutexLock lock(&mu_);
+    current_queue_ = nullptr;
+    if (mode == TRAIN) train_seconds_ += absl::ToDoubleSeconds(absl::Now() - phase_start_);
+  }
+  if (end == PhaseEnd::kRolledBack) {
+    if (!error.ok()) return error;
+    return end;
+  }
+  if (!s.ok()) return s;
+  return end;
 }
 
 absl::Status JobRunner::Finish(absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  end_ = absl::Now();
-  if (status.ok()) {
-    status_.set_state(SUCCEEDED);
-  } else if (absl::IsCancelled(status) && cancelled_) {
-    status_.set_state(CANCELLED);
-    status_.set_error(std::string(status.message()));
-  } else {
-    status_.set_state(FAILED);
-    status_.set_error(std::string(status.message()));
+  stop_health_ = true;
+  JobLogRecord rec;
+  {
+    absl::MutexLock lock(&mu_);
+    end_ = absl::Now();
+    if (status.ok()) {
+      status_.set_state(SUCCEEDED);
+    } else if (absl::IsCancelled(status) && cancelled_) {
+      status_.set_state(CANCELLED);
+      status_.set_error(std::string(status.message()));
+    } else {
+      status_.set_state(FAILED);
+      status_.set_error(std::string(status.message()));
+    }
+    rec.mutable_ended()->set_state(status_.state());
+    rec.mutable_ended()->set_error(status_.error());
   }
-  ++version_;
+  // Logged before the final status is published, so that whoever sees the
+  // job end also finds it ended in the log.
+  Log(rec, /*sync=*/true);
+  Update([](JobStatusProto*) {});
   return status;
 }
 
@@ -308,51 +330,77 @@ absl::Status JobRunner::Run() {
   Update([](JobStatusProto* s) { s->set_state(RUNNING); });
   if (ps_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no PS task"));
   if (workers_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no worker"));
-  std::vector<VariablePlacementProto> placement;
-  if (absl::Status s = CreateVariables(&placement); !s.ok()) return Finish(s);
+  if (absl::Status s = Prepare(); !s.ok()) return Finish(s);
   int64_t train_n = 0, eval_n = 0;
-  if (absl::Status s = SetupWorkers(placement, &train_n, &eval_n); !s.ok()) return Finish(s);
+  if (absl::Status s = SetupWorkers(&train_n, &eval_n); !s.ok()) return Finish(s);
 
   const int64_t batch = spec_.data.per_replica_batch;
   const int64_t closure_examples = spec_.train.steps_per_closure * batch;
+  closures_per_epoch_ = CeilDiv(train_n, closure_examples);
   Update([&](JobStatusProto* s) {
     s->set_total_steps(spec_.train.epochs * StepsFor(train_n, closure_examples, batch));
   });
-  for (int64_t epoch = 0; epoch < spec_.train.epochs; ++epoch) {
-    const absl::Time epoch_start = absl::Now();
+  std::thread health;
+  if (options_.health != nullptr) health = std::thread([this] { HealthLoop(); });
+  struct JoinOnExit {
+    std::thread* t;
+    std::atomic<bool>* stop;
+    ~JoinOnExit() {
+      *stop = true;
+      if (t->joinable()) t->join();
+    }
+  } join_health{&health, &stop_health_};
+
+  while (true) {
+    int64_t epoch;
     {
       absl::MutexLock lock(&mu_);
-      status_.set_epoch(epoch + 1);
+      epoch = epoch_;
+      status_.set_epoch(std::min(epoch + 1, spec_.train.epochs));
+      ++version_;
+    }
+    if (epoch >= spec_.train.epochs) break;
+    const absl::Time epoch_start = absl::Now();
+    PhaseTotals train;
+    absl::StatusOr<PhaseEnd> t = RunPhase(TRAIN, epoch, train_n, closure_examples, &train);
+    if (!t.ok()) return Finish(t.status());
+    if (*t == PhaseEnd::kRolledBack) continue;
+    PhaseTotals eval;
+    absl::StatusOr<PhaseEnd> e = RunPhase(EVAL, epoch, eval_n, options_.eval_closure_examples, &eval);
+    if (!e.ok()) return Finish(e.status());
+    if (*e == PhaseEnd::kRolledBack) continue;
+    EpochResult r;
+    r.set_epoch(epoch + 1);
+    {
+      absl::MutexLock lock(&mu_);
+      r.set_train_loss(epoch_examples_ > 0 ? epoch_loss_sum_ / epoch_examples_ : 0);
+    }
+    r.set_eval_accuracy(eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0);
+    r.set_eval_loss(eval.examples > 0 ? eval.loss_sum / eval.examples : 0);
+    r.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - epoch_start));
+    if (!eval.positive.empty() || !eval.negative.empty()) {
+      const double auc = AucFromHistograms(eval.positive, eval.negative);
+      if (!std::isnan(auc)) r.set_eval_auc(auc);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      *status_.add_epochs() = r;
+      status_.set_eval_accuracy(r.eval_accuracy());
+      status_.set_eval_loss(r.eval_loss());
+      if (r.eval_auc() > 0) status_.set_eval_auc(r.eval_auc());
+      epoch_ = epoch + 1;
+      finished_splits_.clear();
       epoch_examples_ = 0;
       epoch_loss_sum_ = 0;
       ++version_;
     }
-    PhaseTotals train;
-    if (absl::Status s = RunPhase(TRAIN, epoch, train_n, closure_examples, &train); !s.ok()) {
-      return Finish(s);
-    }
-    PhaseTotals eval;
-    if (absl::Status s = RunPhase(EVAL, epoch, eval_n, options_.eval_closure_examples, &eval);
-        !s.ok()) {
-      return Finish(s);
-    }
-    Update([&](JobStatusProto* s) {
-      EpochResult* r = s->add_epochs();
-      r->set_epoch(epoch + 1);
-      r->set_train_loss(train.examples > 0 ? train.loss_sum / train.examples : 0);
-      r->set_eval_accuracy(eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0);
-      r->set_eval_loss(eval.examples > 0 ? eval.loss_sum / eval.examples : 0);
-      r->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - epoch_start));
-      s->set_eval_accuracy(r->eval_accuracy());
-      s->set_eval_loss(r->eval_loss());
-      if (!eval.positive.empty() || !eval.negative.empty()) {
-        const double auc = AucFromHistograms(eval.positive, eval.negative);
-        if (!std::isnan(auc)) {
-          r->set_eval_auc(auc);
-          s->set_eval_auc(auc);
-        }
-      }
-    });
+    JobLogRecord rec;
+    rec.mutable_epoch_finished()->set_epoch(epoch);
+    rec.mutable_epoch_finished()->set_result(r.SerializeAsString());
+    Log(rec, /*sync=*/true);
+  }
+  if (checkpoints_ != nullptr) {
+    if (absl::Status s = Checkpoint(); !s.ok()) return Finish(s);
   }
   return Finish(absl::OkStatus());
 }

@@ -1,23 +1,43 @@
 // JobRunner: runs one training job on a cluster, the way TF's
-// ClusterCoordinator drives ParameterServerStrategy.
+// ClusterCoordinator drives ParameterServerStrategy, and keeps it running
+// through failures.
 //
-// It creates the model's variables on the PS tasks (laid out by the job's
-// partitioner and placed round-robin, as TF does),
-// sets up every worker, then for each epoch splits the training data into
-// closures of `steps_per_closure` steps, dispatches them through a queue to
-// idle workers (`closures_per_worker` in flight per worker), waits for the
-// epoch, and evaluates test accuracy with eval closures. A closure whose
-// worker is unreachable is retried elsewhere with backoff, on the same data
-// split; one that keeps failing fails the job with a message naming it.
+// It lays the model's variables out over the PS tasks (the job's partitioner,
+// round-robin placement), sets up every worker, then for each epoch splits
+// the training data into closures of `steps_per_closure` steps, dispatches
+// them through a queue to idle workers (`closures_per_worker` in flight per
+// worker), waits for the epoch, and evaluates with eval closures.
+//
+// Failures:
+// - A closure whose worker fails is retried on the same data split, on any
+//   worker, with backoff; one that fails `max_attempts` times fails the job
+//   with a message naming it. A worker that stops answering health checks
+//   gets no work until it answers again (a restarted worker is set up anew).
+//   Closure ids are a function of (epoch, split), and every push carries
+//   (closure id, step): the PS applies each step once, so a retried closure
+//   never applies a gradient twice.
+// - With a checkpoint directory, checkpoints are taken every `every_steps`
+//   steps and/or `every_seconds` seconds and at the end, with dispatch
+//   paused so that each is a consistent cut; the data position (epoch and the
+//   splits finished in it) goes into the manifest.
+// - When a PS stops answering, dispatch pauses; once every PS answers again
+//   (within ps_recovery_timeout_s), every PS is restored from the newest
+//   complete checkpoint and training resumes from its data position. The log
+//   and the status say how many steps were lost.
+// - A job log beside the checkpoints records the job; a JobRunner created
+//   with `resume` (a restarted coordinator) restores the newest checkpoint,
+//   or picks up the finished closures from the log, instead of starting over.
 //
 // Thread-safe: Run() blocks on one thread while others read the status,
-// wait for changes, or Cancel().
+// wait for changes, Describe() or Cancel().
 #ifndef PSCLUSTER_COORDINATOR_CORE_JOB_RUNNER_H_
 #define PSCLUSTER_COORDINATOR_CORE_JOB_RUNNER_H_
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,8 +47,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
+#include "common/model_variables.h"
 #include "common/ps_client.h"
+#include "coordinator/core/checkpoint_manager.h"
 #include "coordinator/core/closure_queue.h"
+#include "coordinator/core/health_checker.h"
+#include "coordinator/core/job_log.h"
 #include "coordinator/core/worker_client.h"
 #include "protos/coordinator.pb.h"
 
@@ -38,19 +62,30 @@ struct JobRunnerOptions {
   // PS addresses sent to workers in SetupJob (index i = PS task i). Empty for
   // in-process workers, which already hold their PS clients.
   std::vector<std::string> ps_addresses;
-  // Runs of one closure before the job fails.
-  int max_attempts = 5;
+  // Overrides the spec's fault_tolerance.max_attempts when > 0.
+  int max_attempts = 0;
   // Backoff before retry n is retry_backoff * 2^(n-1).
   absl::Duration retry_backoff = absl::Milliseconds(200);
   // Examples per eval closure.
   int64_t eval_closure_examples = 2000;
+  // Checkpoints and the job log go here; empty: the spec's checkpoint.dir
+  // (and without either, no checkpoints and no job log).
+  std::string checkpoint_dir;
+  // A restarted coordinator's job: restore the newest checkpoint (or the
+  // job log's progress) instead of creating the variables afresh.
+  bool resume = false;
+  // Health checks of PS tasks and workers; null: none (failures are then
+  // seen only through failed closures).
+  HealthChecker* health = nullptr;
 };
 
 class JobRunner {
  public:
-  // `ps` and `workers` are not owned and must outlive the runner.
+  // `ps`, `workers` and options.health are not owned and must outlive the
+  // runner.
   JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps,
             std::vector<WorkerClient*> workers, JobRunnerOptions options);
+  ~JobRunner();
 
   // Runs the job to the end. Returns OK when it succeeded, CANCELLED after
   // Cancel(), or the error that failed it (also in the status's `error`).
@@ -71,6 +106,7 @@ class JobRunner {
   absl::StatusOr<DescribeJobResponse> Describe() const ABSL_LOCKS_EXCLUDED(mu_);
 
   const JobSpec& spec() const { return spec_; }
+  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
 
  private:
   // Accumulates closure results of one phase (an epoch's training or eval).
@@ -82,15 +118,28 @@ class JobRunner {
     std::vector<int64_t> positive;
     std::vector<int64_t> negative;
   };
+  enum class PhaseEnd { kDone, kRolledBack };
 
-  absl::Status CreateVariables(std::vector<VariablePlacementProto>* placement);
-  absl::Status SetupWorkers(const std::vector<VariablePlacementProto>& placement,
-                            int64_t* train_examples, int64_t* eval_examples);
-  // Enqueues closures over [0, size) and runs them to the end.
-  absl::Status RunPhase(ClosureMode mode, int64_t epoch, int64_t size, int64_t closure_examples,
-                        PhaseTotals* totals) ABSL_LOCKS_EXCLUDED(mu_);
-  void DispatchLoop(WorkerClient* worker, ClosureMode mode, ClosureQueue* queue,
-                    PhaseTotals* totals);
+  absl::Status Prepare() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SetupWorkers(int64_t* train_examples, int64_t* eval_examples);
+  // Runs the closures of `epoch` not yet finished, over [0, size).
+  absl::StatusOr<PhaseEnd> RunPhase(ClosureMode mode, int64_t epoch, int64_t size,
+                                    int64_t closure_examples, PhaseTotals* totals)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void DispatchLoop(int worker, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals);
+  void RecordSuccess(ClosureMode mode, const Closure& c, const RunClosureResponse& r,
+                     PhaseTotals* totals) ABSL_LOCKS_EXCLUDED(mu_);
+  // Quiesced checkpoint of the current position. REQUIRES: no closure in flight.
+  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  bool CheckpointDue() const ABSL_LOCKS_EXCLUDED(mu_);
+  // After a PS failure: waits for every PS, restores the newest checkpoint
+  // and rewinds the data position. REQUIRES: no closure in flight.
+  absl::Status RecoverFromPsFailure() ABSL_LOCKS_EXCLUDED(mu_);
+  // Restores the newest checkpoint into every PS and takes its position.
+  // NOT_FOUND when there is none.
+  absl::Status RestorePosition() ABSL_LOCKS_EXCLUDED(mu_);
+  void HealthLoop();
+  void Log(const JobLogRecord& record, bool sync);
   void Update(const std::function<void(JobStatusProto*)>& change) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Finish(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -99,13 +148,20 @@ class JobRunner {
   const std::vector<PsClient*> ps_;
   const std::vector<WorkerClient*> workers_;
   const JobRunnerOptions options_;
-  SetupJobRequest setup_request_;  // written before dispatch starts
-  std::atomic<int64_t> next_closure_id_{0};  // re-sent to a worker that lost the job
+  const std::string checkpoint_dir_;
+  const int max_attempts_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<JobLog> log_;
+  VariablePlan plan_;              // written by Prepare before dispatch starts
+  SetupJobRequest setup_request_;  // likewise; re-sent to a worker that lost the job
+  int64_t closures_per_epoch_ = 0;
+
+  std::atomic<bool> ps_failed_{false};
+  std::unique_ptr<std::atomic<bool>[]> worker_down_;
+  std::atomic<bool> stop_health_{false};
 
   mutable absl::Mutex mu_;
   JobStatusProto status_ ABSL_GUARDED_BY(mu_);
-  std::vector<VariableSpecProto> variables_ ABSL_GUARDED_BY(mu_);
-  std::vector<VariablePlacementProto> placement_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time start_ ABSL_GUARDED_BY(mu_);
   absl::Time end_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
@@ -115,7 +171,17 @@ class JobRunner {
   double epoch_loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   ClosureQueue* current_queue_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool variables_ready_ ABSL_GUARDED_BY(mu_) = false;
+  // Data position: the epoch in progress and its finished splits.
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<int64_t> finished_splits_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
 };
+
+// Closure ids are a function of (mode, epoch, split), the same in every
+// coordinator that runs the job, so that the PS recognises a retried step.
+int64_t ClosureId(ClosureMode mode, int64_t epoch, int64_t split);
 
 }  // namespace pscluster
 

@@ -1,5 +1,7 @@
 #include "coordinator/core/job_runner.h"
 
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -49,11 +51,20 @@ class FakeWorker : public WorkerClient {
     return absl::OkStatus();
   }
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override {
+    std::function<void(int)> hook;
+    int count;
+    {
+      absl::MutexLock lock(&mu_);
+      count = ++closures_;
+      hook = on_closure_;
+    }
+    if (hook) hook(count);
     absl::MutexLock lock(&mu_);
     if (failures_left_ > 0) {
       --failures_left_;
       return failure_;
     }
+    if (fail_after_ > 0 && count > fail_after_) return absl::InvalidArgumentError("broken on purpose");
     const DataSplit& s = request.split();
     runs_[{request.mode(), s.epoch(), s.begin()}]++;
     const int64_t n = s.end() - s.begin();
@@ -83,6 +94,9 @@ class FakeWorker : public WorkerClient {
   int64_t train_, eval_;
   absl::Mutex mu_;
   bool with_histograms_ = false;
+  int closures_ = 0;
+  int fail_after_ = 0;
+  std::function<void(int)> on_closure_;
   int failures_left_ = 0;
   absl::Status failure_;
   int setups_ = 0;
@@ -230,6 +244,130 @@ TEST(JobRunnerDescribeTest, ShowsShardsOnBothPsWithBytes) {
   ASSERT_EQ(d->ps_size(), 2);
   EXPECT_GT(d->ps(0).parameter_bytes(), 0);
   EXPECT_GT(d->ps(1).parameter_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace pscluster
+
+namespace pscluster {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// Health that reports PS 0 down for the first `down_checks` PS checks after
+// `Trigger()`.
+class FakeHealth : public HealthChecker {
+ public:
+  absl::Status CheckPs(int index) override {
+    absl::MutexLock lock(&mu_);
+    if (index == 0 && down_checks_ > 0) {
+      --down_checks_;
+      return absl::UnavailableError("connection refused");
+    }
+    return absl::OkStatus();
+  }
+  absl::Status CheckWorker(int) override { return absl::OkStatus(); }
+  void Trigger(int checks) {
+    absl::MutexLock lock(&mu_);
+    down_checks_ = checks;
+  }
+  absl::Mutex mu_;
+  int down_checks_ = 0;
+};
+
+JobSpec WithCheckpoints(const std::string& dir, int every_steps, int epochs) {
+  JobSpec spec = Spec(epochs);
+  spec.checkpoint.dir = dir;
+  spec.checkpoint.every_steps = every_steps;
+  spec.checkpoint.keep = 2;
+  spec.fault_tolerance.health_check_interval_s = 0.01;
+  spec.fault_tolerance.ps_recovery_timeout_s = 5;
+  spec.train.closures_per_worker = 1;
+  return spec;
+}
+
+TEST(JobRunnerCheckpointTest, PeriodicAndFinalCheckpointsKeepTheNewest) {
+  Cluster c;
+  const std::string dir = FreshDir("periodic");
+  JobRunner runner("t-1", WithCheckpoints(dir, 3, 2), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  ASSERT_TRUE(runner.Run().ok());
+  CheckpointManager m(dir, 2, "t-1");
+  std::vector<CheckpointManifest> all = m.List();
+  ASSERT_EQ(all.size(), 2u);  // keep: 2
+  EXPECT_GE(runner.Status().checkpoints(), 4);
+  // The final checkpoint is at the end of the last epoch.
+  EXPECT_EQ(all[0].epoch(), 2);
+  EXPECT_EQ(all[0].global_step(), 20);
+  EXPECT_EQ(all[0].files_size(), 2);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/joblog"));
+}
+
+TEST(JobRunnerCheckpointTest, ANewJobOnTheSameDirectoryResumesWhereTheLastStopped) {
+  const std::string dir = FreshDir("resume");
+  {
+    Cluster c;
+    // Fails for good in epoch 1, after some checkpoints.
+    JobSpec spec = WithCheckpoints(dir, 3, 2);
+    c.w0.fail_after_ = 6;
+    JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+    EXPECT_FALSE(runner.Run().ok());
+  }
+  CheckpointManager m(dir, 2, "t-1");
+  ASSERT_FALSE(m.List().empty());
+  const CheckpointManifest last = m.List()[0];
+  Cluster c;
+  JobRunner runner("t-2", WithCheckpoints(dir, 3, 2), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  ASSERT_TRUE(runner.Run().ok());
+  JobStatusProto s = runner.Status();
+  EXPECT_EQ(s.resumed_from_checkpoint(), last.checkpoint_id());
+  EXPECT_EQ(s.steps(), 20);
+  // Only the closures the checkpoint had not seen finish ran again.
+  std::set<int64_t> done(last.finished_splits().begin(), last.finished_splits().end());
+  for (const auto& [key, runs] : c.w0.runs_) {
+    const auto& [mode, epoch, begin] = key;
+    if (mode == TRAIN && epoch == last.epoch()) {
+      EXPECT_EQ(done.count(begin / 30), 0u) << "split " << begin / 30 << " ran again";
+    }
+    EXPECT_GE(epoch, last.epoch());
+  }
+}
+
+TEST(JobRunnerCheckpointTest, PsFailureRestoresTheNewestCheckpointAndFinishes) {
+  Cluster c;
+  FakeHealth health;
+  JobRunnerOptions o = FastRetries();
+  o.health = &health;
+  c.w0.on_closure_ = [&](int n) {
+    if (n == 5) health.Trigger(3);
+  };
+  JobRunner runner("t-1", WithCheckpoints(FreshDir("psfail"), 3, 2), {&c.ps0, &c.ps1}, {&c.w0}, o);
+  ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
+  JobStatusProto s = runner.Status();
+  EXPECT_EQ(s.ps_recoveries(), 1);
+  EXPECT_GE(s.lost_steps(), 0);
+  EXPECT_EQ(s.steps(), 20);  // the rolled-back steps were run again
+  EXPECT_EQ(s.epochs_size(), 2);
+}
+
+TEST(JobRunnerCheckpointTest, PsThatNeverComesBackFailsTheJob) {
+  Cluster c;
+  FakeHealth health;
+  JobRunnerOptions o = FastRetries();
+  o.health = &health;
+  JobSpec spec = WithCheckpoints(FreshDir("psgone"), 3, 1);
+  spec.fault_tolerance.ps_recovery_timeout_s = 0.3;
+  c.w0.on_closure_ = [&](int n) {
+    if (n == 2) health.Trigger(1000000);
+  };
+  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, o);
+  absl::Status s = runner.Run();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("PS 0 did not come back"));
 }
 
 }  // namespace

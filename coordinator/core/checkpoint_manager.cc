@@ -1,0 +1,166 @@
+#include "coordinator/core/checkpoint_manager.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "coordinator/core/job_log.h"
+
+namespace pscluster {
+namespace {
+
+constexpr char kPrefix[] = "ckpt-";
+constexpr int kFormatVersion = 1;
+
+absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("no manifest ", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  CheckpointManifest m;
+  if (!m.ParseFromString(buf.str()) || m.format_version() != kFormatVersion) {
+    return absl::DataLossError(absl::StrCat("manifest ", path, " is unreadable"));
+  }
+  return m;
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep, std::string job_id)
+    : dir_(std::move(dir)), keep_(keep), job_id_(std::move(job_id)) {}
+
+std::string CheckpointManager::CheckpointPath(int64_t id) const {
+  return absl::StrCat(dir_, "/", kPrefix, id);
+}
+
+std::vector<CheckpointManifest> CheckpointManager::List() const {
+  std::vector<CheckpointManifest> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t id = 0;
+    if (!absl::StartsWith(name, kPrefix) || !absl::SimpleAtoi(name.substr(sizeof(kPrefix) - 1), &id)) {
+      continue;
+    }
+    absl::StatusOr<CheckpointManifest> m = ReadManifest(entry.path().string() + "/MANIFEST");
+    if (m.ok() && m->checkpoint_id() == id) out.push_back(*std::move(m));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.checkpoint_id() > b.checkpoint_id();
+  });
+  return out;
+}
+
+absl::StatusOr<CheckpointManifest> CheckpointManager::Save(const std::vector<PsClient*>& ps,
+                                                           CheckpointManifest manifest) {
+  // The next id is past every directory, committed or torn.
+  int64_t next = 0;
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t id = 0;
+    if (absl::StartsWith(name, kPrefix) && absl::SimpleAtoi(name.substr(sizeof(kPrefix) - 1), &id)) {
+      next = std::max(next, id + 1);
+    }
+  }
+  const std::string path = CheckpointPath(next);
+  std::filesystem::create_directories(path, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", ec.message()));
+
+  // Every PS writes its file at once.
+  std::vector<absl::Status> status(ps.size());
+  std::vector<SaveResponse> saved(ps.size());
+  std::vector<std::thread> threads;
+  for (size_t p = 0; p < ps.size(); ++p) {
+    threads.emplace_back([&, p] {
+      SaveRequest request;
+      request.set_path(absl::StrCat(path, "/ps-", p, ".data"));
+      request.set_ps_index(static_cast<int>(p));
+      status[p] = ps[p]->Save(request, &saved[p]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t p = 0; p < ps.size(); ++p) {
+    if (!status[p].ok()) {
+      return absl::Status(status[p].code(),
+                          absl::StrCat("checkpoint ", next, ": PS ", p, ": ", status[p].message()));
+    }
+  }
+  manifest.set_format_version(kFormatVersion);
+  manifest.set_job_id(job_id_);
+  manifest.set_checkpoint_id(next);
+  manifest.set_num_ps(static_cast<int>(ps.size()));
+  manifest.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
+  manifest.clear_files();
+  for (const SaveResponse& s : saved) {
+    CheckpointFile* f = manifest.add_files();
+    f->set_path(s.path());
+    f->set_bytes(s.bytes());
+    f->set_checksum(s.checksum());
+  }
+  // The commit point.
+  if (absl::Status s = WriteFileDurably(path + "/MANIFEST", manifest.SerializeAsString()); !s.ok()) {
+    return s;
+  }
+  // Keep the newest `keep` committed checkpoints; drop older and torn ones.
+  std::vector<CheckpointManifest> all = List();
+  std::vector<int64_t> keep_ids;
+  for (size_t i = 0; i < all.size() && static_cast<int64_t>(i) < keep_; ++i) {
+    keep_ids.push_back(all[i].checkpoint_id());
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t id = 0;
+    if (!absl::StartsWith(name, kPrefix) || !absl::SimpleAtoi(name.substr(sizeof(kPrefix) - 1), &id)) {
+      continue;
+    }
+    if (std::find(keep_ids.begin(), keep_ids.end(), id) == keep_ids.end()) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
+  return manifest;
+}
+
+absl::Status CheckpointManager::Restore(const CheckpointManifest& manifest, const VariablePlan& plan,
+                                        const std::vector<PsClient*>& ps) const {
+  std::vector<absl::Status> status(ps.size());
+  std::vector<std::thread> threads;
+  for (size_t p = 0; p < ps.size(); ++p) {
+    threads.emplace_back([&, p] {
+      RestoreRequest request;
+      *request.mutable_files() = manifest.files();
+      *request.mutable_variables() = plan.per_ps[p];
+      request.set_num_ps(static_cast<int>(ps.size()));
+      RestoreResponse response;
+      status[p] = ps[p]->Restore(request, &response);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t p = 0; p < ps.size(); ++p) {
+    if (!status[p].ok()) {
+      return absl::Status(status[p].code(), absl::StrCat("restoring checkpoint ", manifest.checkpoint_id(),
+                                                         " on PS ", p, ": ", status[p].message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointManifest> CheckpointManager::RestoreLatest(
+    const VariablePlan& plan, const std::vector<PsClient*>& ps) const {
+  for (const CheckpointManifest& m : List()) {
+    absl::Status s = Restore(m, plan, ps);
+    if (s.ok()) return m;
+    if (!absl::IsDataLoss(s) && !absl::IsNotFound(s)) return s;
+    // A damaged checkpoint: try the one before it.
+  }
+  return absl::NotFoundError(absl::StrCat("no complete checkpoint in ", dir_));
+}
+
+}  // namespace pscluster

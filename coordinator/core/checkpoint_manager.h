@@ -1,0 +1,65 @@
+// CheckpointManager: a job's checkpoints in one directory.
+//
+// Save asks every PS to write its data file into <dir>/ckpt-<id>/ (each PS
+// writes, fsyncs and renames its own file), then commits the checkpoint by
+// writing <dir>/ckpt-<id>/MANIFEST durably (temp file, fsync, rename, fsync of
+// the directory) and deletes the oldest checkpoints beyond `keep`. Until the
+// MANIFEST exists the checkpoint does not exist: a crash at any point of a
+// save leaves the previous checkpoint as the newest complete one.
+//
+// Restore hands every PS the manifest's files and its part of the new layout
+// (any number of PS); each PS verifies sizes and checksums before it replaces
+// anything. RestoreLatest falls back to older checkpoints when one fails
+// verification (DATA_LOSS).
+//
+// Thread-compatible: one JobRunner drives it.
+#ifndef PSCLUSTER_COORDINATOR_CORE_CHECKPOINT_MANAGER_H_
+#define PSCLUSTER_COORDINATOR_CORE_CHECKPOINT_MANAGER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model_variables.h"
+#include "common/ps_client.h"
+#include "protos/checkpoint.pb.h"
+
+namespace pscluster {
+
+class CheckpointManager {
+ public:
+  CheckpointManager(std::string dir, int64_t keep, std::string job_id);
+
+  const std::string& dir() const { return dir_; }
+
+  // Takes a checkpoint of every PS; `manifest` carries the data position
+  // (epoch, finished splits, global step, history), and gets id, files and
+  // time filled in. REQUIRES: no push is in flight. Returns the committed
+  // manifest.
+  absl::StatusOr<CheckpointManifest> Save(const std::vector<PsClient*>& ps,
+                                          CheckpointManifest manifest);
+
+  // Committed checkpoints, newest first (manifests that parse; their files
+  // are verified by the PS at restore).
+  std::vector<CheckpointManifest> List() const;
+
+  // Restores `manifest` into `ps`, laid out as `plan`.
+  absl::Status Restore(const CheckpointManifest& manifest, const VariablePlan& plan,
+                       const std::vector<PsClient*>& ps) const;
+
+  // Restores the newest checkpoint that verifies. NOT_FOUND when there is
+  // none; other errors (a PS down) as they come.
+  absl::StatusOr<CheckpointManifest> RestoreLatest(const VariablePlan& plan,
+                                                   const std::vector<PsClient*>& ps) const;
+
+ private:
+  std::string CheckpointPath(int64_t id) const;
+
+  const std::string dir_;
+  const int64_t keep_;
+  const std::string job_id_;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COORDINATOR_CORE_CHECKPOINT_MANAGER_H_

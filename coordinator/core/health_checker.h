@@ -1,0 +1,24 @@
+// HealthChecker: whether the cluster's PS tasks and workers answer, asked
+// quickly (a short deadline, no waiting for a connection), so that the
+// coordinator notices a dead process within a health-check interval.
+// The gRPC implementation is GrpcHealthChecker (coordinator/service).
+// Implementations are thread-safe.
+#ifndef PSCLUSTER_COORDINATOR_CORE_HEALTH_CHECKER_H_
+#define PSCLUSTER_COORDINATOR_CORE_HEALTH_CHECKER_H_
+
+#include "absl/status/status.h"
+
+namespace pscluster {
+
+class HealthChecker {
+ public:
+  virtual ~HealthChecker() = default;
+  // OK when PS task `index` answers; UNAVAILABLE or DEADLINE_EXCEEDED when not.
+  virtual absl::Status CheckPs(int index) = 0;
+  // OK when worker `index` answers.
+  virtual absl::Status CheckWorker(int index) = 0;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COORDINATOR_CORE_HEALTH_CHECKER_H_

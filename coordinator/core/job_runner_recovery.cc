@@ -1,0 +1,228 @@
+// JobRunner's fault tolerance: preparing (fresh, or resumed from a checkpoint
+// or the job log), checkpoints, health checks and PS recovery.
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "coordinator/core/job_runner.h"
+
+namespace pscluster {
+namespace {
+
+absl::Status CreateAll(const VariablePlan& plan, const std::vector<PsClient*>& ps) {
+  for (size_t p = 0; p < ps.size(); ++p) {
+    if (plan.per_ps[p].variables_size() == 0) continue;
+    CreateVariablesResponse response;
+    absl::Status s = ps[p]->CreateVariables(plan.per_ps[p], &response);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("creating variables on PS ", p, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status JobRunner::Prepare() {
+  ASSIGN_OR_RETURN(plan_, PlanVariables(ModelVariables(spec_), spec_.partitioner,
+                                        static_cast<int>(ps_.size())));
+  std::vector<JobLogRecord> history;
+  if (!checkpoint_dir_.empty()) {
+    checkpoints_ = std::make_unique<CheckpointManager>(checkpoint_dir_, spec_.checkpoint.keep, job_id_);
+    const std::string log_path = checkpoint_dir_ + "/joblog";
+    if (options_.resume) {
+      absl::StatusOr<std::vector<JobLogRecord>> records = ReadJobLog(log_path);
+      if (records.ok()) history = *std::move(records);
+    }
+    ASSIGN_OR_RETURN(log_, JobLog::Open(log_path));
+  }
+  bool restored = false;
+  if (checkpoints_ != nullptr && !checkpoints_->List().empty()) {
+    absl::Status s = RestorePosition();
+    if (s.ok()) {
+      restored = true;
+    } else if (!absl::IsNotFound(s)) {
+      return s;
+    }
+  }
+  if (!restored) {
+    RETURN_IF_ERROR(CreateAll(plan_, ps_));
+    // A restarted coordinator without a checkpoint: the PS kept training
+    // state, and the log says which closures finished (their steps were
+    // applied exactly once; the rest run again).
+    absl::MutexLock lock(&mu_);
+    for (const JobLogRecord& r : history) {
+      if (r.has_epoch_finished()) {
+        EpochResult e;
+        e.ParseFromString(r.epoch_finished().result());
+        *status_.add_epochs() = e;
+        status_.set_eval_accuracy(e.eval_accuracy());
+        status_.set_eval_loss(e.eval_loss());
+        status_.set_eval_auc(e.eval_auc());
+        epoch_ = r.epoch_finished().epoch() + 1;
+        finished_splits_.clear();
+      } else if (r.has_closure_finished() && r.closure_finished().epoch() == epoch_) {
+        if (finished_splits_.insert(r.closure_finished().split()).second) {
+          status_.set_steps(status_.steps() + r.closure_finished().steps());
+          status_.set_examples(status_.examples() + r.closure_finished().examples());
+        }
+      }
+    }
+    if (!history.empty()) {
+      spdlog::info("job {}: resumed from its job log at epoch {} ({} closures of it finished)",
+                   job_id_, epoch_ + 1, finished_splits_.size());
+    }
+  }
+  JobLogRecord started;
+  started.mutable_started()->set_job_id(job_id_);
+  started.mutable_started()->set_spec_yaml(spec_.yaml);
+  Log(started, /*sync=*/true);
+  absl::MutexLock lock(&mu_);
+  if (!restored) status_.set_resumed_from_checkpoint(-1);
+  variables_ready_ = true;
+  ++version_;
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::RestorePosition() {
+  ASSIGN_OR_RETURN(CheckpointManifest m, checkpoints_->RestoreLatest(plan_, ps_));
+  JobStatusProto history;
+  history.ParseFromString(m.epoch_results());
+  absl::MutexLock lock(&mu_);
+  epoch_ = m.epoch();
+  finished_splits_ = std::set<int64_t>(m.finished_splits().begin(), m.finished_splits().end());
+  status_.set_steps(m.global_step());
+  status_.set_examples(history.examples());
+  status_.clear_epochs();
+  for (const EpochResult& e : history.epochs()) *status_.add_epochs() = e;
+  if (history.epochs_size() > 0) {
+    const EpochResult& last = history.epochs(history.epochs_size() - 1);
+    status_.set_eval_accuracy(last.eval_accuracy());
+    status_.set_eval_loss(last.eval_loss());
+    status_.set_eval_auc(last.eval_auc());
+  }
+  if (!variables_ready_) status_.set_resumed_from_checkpoint(m.checkpoint_id());
+  epoch_examples_ = 0;
+  epoch_loss_sum_ = 0;
+  steps_at_checkpoint_ = m.global_step();
+  last_checkpoint_time_ = absl::Now();
+  ++version_;
+  spdlog::info("job {}: restored checkpoint {} (epoch {}, {} closures of it finished, step {})",
+               job_id_, m.checkpoint_id(), m.epoch() + 1, m.finished_splits_size(), m.global_step());
+  return absl::OkStatus();
+}
+
+bool JobRunner::CheckpointDue() const {
+  if (checkpoints_ == nullptr) return false;
+  absl::MutexLock lock(&mu_);
+  const CheckpointSpec& c = spec_.checkpoint;
+  return (c.every_steps > 0 && status_.steps() - steps_at_checkpoint_ >= c.every_steps) ||
+         (c.every_seconds > 0 &&
+          absl::Now() - last_checkpoint_time_ >= absl::Seconds(c.every_seconds));
+}
+
+absl::Status JobRunner::Checkpoint() {
+  CheckpointManifest m;
+  {
+    absl::MutexLock lock(&mu_);
+    m.set_global_step(status_.steps());
+    m.set_epoch(epoch_);
+    for (int64_t s : finished_splits_) m.add_finished_splits(s);
+    JobStatusProto history;
+    history.set_examples(status_.examples());
+    *history.mutable_epochs() = status_.epochs();
+    m.set_epoch_results(history.SerializeAsString());
+  }
+  ASSIGN_OR_RETURN(CheckpointManifest committed, checkpoints_->Save(ps_, std::move(m)));
+  {
+    absl::MutexLock lock(&mu_);
+    steps_at_checkpoint_ = committed.global_step();
+    last_checkpoint_time_ = absl::Now();
+    status_.set_checkpoints(status_.checkpoints() + 1);
+    ++version_;
+  }
+  JobLogRecord rec;
+  rec.mutable_checkpoint()->set_checkpoint_id(committed.checkpoint_id());
+  rec.mutable_checkpoint()->set_manifest_path(
+      absl::StrCat(checkpoint_dir_, "/ckpt-", committed.checkpoint_id(), "/MANIFEST"));
+  Log(rec, /*sync=*/true);
+  spdlog::info("job {}: checkpoint {} committed at step {}", job_id_, committed.checkpoint_id(),
+               committed.global_step());
+  return absl::OkStatus();
+}
+
+void JobRunner::HealthLoop() {
+  const absl::Duration interval = absl::Seconds(spec_.fault_tolerance.health_check_interval_s);
+  while (!stop_health_) {
+    for (size_t p = 0; p < ps_.size() && !ps_failed_; ++p) {
+      absl::Status s = options_.health->CheckPs(static_cast<int>(p));
+      if (!s.ok()) {
+        spdlog::warn("job {}: PS {} is not answering ({}); pausing dispatch", job_id_, p, s.ToString());
+        ps_failed_ = true;
+      }
+    }
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      const bool down = !options_.health->CheckWorker(static_cast<int>(w)).ok();
+      if (down != worker_down_[w]) {
+        spdlog::warn("job {}: worker {} ({}) is {}", job_id_, w, workers_[w]->address(),
+                     down ? "not answering" : "back");
+      }
+      worker_down_[w] = down;
+    }
+    absl::SleepFor(interval);
+  }
+}
+
+absl::Status JobRunner::RecoverFromPsFailure() {
+  const absl::Duration timeout = absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s);
+  const absl::Time deadline = absl::Now() + timeout;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    while (true) {
+      absl::Status s = options_.health != nullptr ? options_.health->CheckPs(static_cast<int>(p))
+                                                  : absl::OkStatus();
+      if (s.ok()) break;
+      if (absl::Now() > deadline) {
+        return absl::UnavailableError(absl::StrCat("PS ", p, " did not come back within ",
+                                                   absl::FormatDuration(timeout), ": ", s.message()));
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+  const absl::Time back = absl::Now();
+  int64_t steps_before;
+  {
+    absl::MutexLock lock(&mu_);
+    steps_before = status_.steps();
+  }
+  std::string how;
+  absl::Status restored =
+      checkpoints_ != nullptr ? RestorePosition() : absl::NotFoundError("no checkpoint directory");
+  if (restored.ok()) {
+    how = "restored the newest checkpoint";
+  } else if (absl::IsNotFound(restored)) {
+    // Nothing to roll back to: the PS that lost its variables gets fresh ones.
+    RETURN_IF_ERROR(CreateAll(plan_, ps_));
+    how = absl::StrCat("no checkpoint (", restored.message(),
+                       "): re-created the lost variables from their initializers");
+  } else {
+    return restored;
+  }
+  ps_failed_ = false;
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - back);
+  int64_t lost;
+  {
+    absl::MutexLock lock(&mu_);
+    lost = steps_before - status_.steps();
+    status_.set_ps_recoveries(status_.ps_recoveries() + 1);
+    status_.set_lost_steps(status_.lost_steps() + lost);
+    status_.set_last_recovery_seconds(seconds);
+    ++version_;
+  }
+  spdlog::warn("job {}: PS failure healed: {}; {} steps lost; resumed {:.2f} s after every PS "
+               "answered again",
+               job_id_, how, lost, seconds);
+  return absl::OkStatus();
+}
+
+}  // namespace pscluster

@@ -1,0 +1,35 @@
+// GrpcHealthChecker: HealthChecker over gRPC. A PS is healthy when its Stats
+// RPC answers, a worker when its Ping does, each within `timeout` and without
+// waiting for a connection (a dead process fails at once). Thread-safe.
+#ifndef PSCLUSTER_COORDINATOR_SERVICE_GRPC_HEALTH_CHECKER_H_
+#define PSCLUSTER_COORDINATOR_SERVICE_GRPC_HEALTH_CHECKER_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coordinator/core/health_checker.h"
+#include "protos/ps.grpc.pb.h"
+#include "protos/worker.grpc.pb.h"
+
+namespace pscluster {
+
+class GrpcHealthChecker final : public HealthChecker {
+ public:
+  GrpcHealthChecker(const std::vector<std::string>& ps_addresses,
+                    const std::vector<std::string>& worker_addresses,
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
+
+  absl::Status CheckPs(int index) override;
+  absl::Status CheckWorker(int index) override;
+
+ private:
+  const std::chrono::milliseconds timeout_;
+  std::vector<std::unique_ptr<ParameterServer::Stub>> ps_;
+  std::vector<std::unique_ptr<Worker::Stub>> workers_;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COORDINATOR_SERVICE_GRPC_HEALTH_CHECKER_H_
