@@ -26,6 +26,11 @@ nlohmann::json RunResultJson(const RunResult& result) {
   j["compute_seconds"] = s.compute_seconds();
   j["pull_seconds"] = s.pull_seconds();
   j["push_seconds"] = s.push_seconds();
+  j["checkpoints"] = s.checkpoints();
+  j["resumed_from_checkpoint"] = s.resumed_from_checkpoint();
+  j["ps_recoveries"] = s.ps_recoveries();
+  j["lost_steps"] = s.lost_steps();
+  j["last_recovery_seconds"] = s.last_recovery_seconds();
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochResult& e : s.epochs()) {
     epochs.push_back({{"epoch", e.epoch()},

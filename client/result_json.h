@@ -46,7 +46,8 @@ struct RunResult {
 // {"job", "job_id", "state", "strategy", "ps", "workers", "train_loss",
 //  "eval_accuracy", "eval_loss", "steps", "total_steps", "examples",
 //  "examples_per_sec", "wall_seconds", "backend", "compute_seconds",
-//  "pull_seconds", "push_seconds", "epochs": [{"epoch", "train_loss",
+//  "pull_seconds", "push_seconds", "checkpoints", "resumed_from_checkpoint",
+//  "ps_recoveries", "lost_steps", "last_recovery_seconds", "epochs": [{"epoch", "train_loss",
 //  "eval_accuracy", "eval_loss", "wall_seconds"}], "pids": {"ps": [..],
 //  "worker": [..], "coordinator": pid} (the latest processes after restarts),
 //  "restarts": {"ps-0": 0, "worker-1": 2, ..., "coordinator": 0} (every

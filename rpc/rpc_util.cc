@@ -75,6 +75,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   // Each channel gets its own TCP connection rather than sharing a subchannel.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A restarted PS, worker or coordinator is reconnected to within a second
+  // (gRPC's default backoff grows to two minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 

@@ -37,7 +37,7 @@ model:
   layers:
     - dense: {units: 64, activation: relu}
     - dense: {units: 10}
-optimizer: {type: adam, learning_rate: 0.001}
+optimizer: {type: adam, learning_rate: 0.0005}
 data:
   train:
     images: $DATA/train-images-idx3-ubyte.gz
@@ -46,7 +46,7 @@ data:
     images: $DATA/t10k-images-idx3-ubyte.gz
     labels: $DATA/t10k-labels-idx1-ubyte.gz
   per_replica_batch: 64
-train: {epochs: 4, steps_per_closure: 10, closures_per_worker: 1}
+train: {epochs: 8, steps_per_closure: 10, closures_per_worker: 1}
 checkpoint: {dir: $2, every_steps: 150, keep: 3}
 fault_tolerance: {max_attempts: 50, ps_recovery_timeout_s: 60, health_check_interval_s: 0.2}
 YAML

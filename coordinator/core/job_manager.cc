@@ -1,5 +1,7 @@
 #include "coordinator/core/job_manager.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -51,7 +53,14 @@ absl::StatusOr<int> JobManager::Recover() {
     if (!dir.empty()) {
       absl::StatusOr<std::vector<JobLogRecord>> log = ReadJobLog(dir + "/joblog");
       if (log.ok()) {
-        for (const JobLogRecord& e : *log) ended = ended || e.has_ended();
+        for (const JobLogRecord& e : *log) {
+          if (!e.has_ended()) continue;
+          ended = true;
+          JobStatusProto final_status;
+          final_status.ParseFromString(e.ended().status());
+          final_status.set_job_id(id);
+          ended_[id] = final_status;
+        }
       }
     }
     if (ended || dir.empty()) continue;
@@ -114,12 +123,27 @@ absl::StatusOr<JobRunner*> JobManager::Find(const std::string& job_id) {
 }
 
 absl::StatusOr<JobStatusProto> JobManager::Get(const std::string& job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = ended_.find(job_id);
+    if (it != ended_.end()) return it->second;
+  }
   ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
   return runner->Status();
 }
 
 absl::Status JobManager::Watch(const std::string& job_id,
                                const std::function<bool(const JobStatusProto&)>& on_update) {
+  std::optional<JobStatusProto> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = ended_.find(job_id);
+    if (it != ended_.end()) ended = it->second;
+  }
+  if (ended) {
+    on_update(*ended);
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
   int64_t seen = -1;
   while (true) {
@@ -143,6 +167,7 @@ absl::StatusOr<DescribeJobResponse> JobManager::Describe(const std::string& job_
 std::vector<JobStatusProto> JobManager::List() {
   absl::MutexLock lock(&mu_);
   std::vector<JobStatusProto> out;
+  for (const auto& [id, status] : ended_) out.push_back(status);
   for (auto& [id, job] : jobs_) out.push_back(job.runner->Status());
   return out;
 }

@@ -77,6 +77,8 @@ class JobManager {
   std::unique_ptr<JobLog> registry_;
   absl::Mutex mu_;
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  // Jobs that had ended before this coordinator started, from their logs.
+  std::map<std::string, JobStatusProto> ended_ ABSL_GUARDED_BY(mu_);
   int64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -318,6 +318,9 @@ absl::Status JobRunner::Finish(absl::Status status) {
     }
     rec.mutable_ended()->set_state(status_.state());
     rec.mutable_ended()->set_error(status_.error());
+    JobStatusProto final_status = status_;
+    final_status.set_wall_seconds(absl::ToDoubleSeconds(end_ - start_));
+    rec.mutable_ended()->set_status(final_status.SerializeAsString());
   }
   // Logged before the final status is published, so that whoever sees the
   // job end also finds it ended in the log.

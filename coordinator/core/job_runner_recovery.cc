@@ -2,6 +2,8 @@
 // or the job log), checkpoints, health checks and PS recovery.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -103,6 +105,13 @@ absl::Status JobRunner::RestorePosition() {
     status_.set_eval_auc(last.eval_auc());
   }
   if (!variables_ready_) status_.set_resumed_from_checkpoint(m.checkpoint_id());
+  // Counters of failures survive a coordinator restart through the manifest.
+  status_.set_ps_recoveries(std::max(status_.ps_recoveries(), history.ps_recoveries()));
+  status_.set_lost_steps(std::max(status_.lost_steps(), history.lost_steps()));
+  if (status_.last_recovery_seconds() == 0) {
+    status_.set_last_recovery_seconds(history.last_recovery_seconds());
+  }
+  status_.set_checkpoints(std::max(status_.checkpoints(), history.checkpoints()));
   epoch_examples_ = 0;
   epoch_loss_sum_ = 0;
   steps_at_checkpoint_ = m.global_step();
@@ -132,6 +141,10 @@ absl::Status JobRunner::Checkpoint() {
     JobStatusProto history;
     history.set_examples(status_.examples());
     *history.mutable_epochs() = status_.epochs();
+    history.set_ps_recoveries(status_.ps_recoveries());
+    history.set_lost_steps(status_.lost_steps());
+    history.set_last_recovery_seconds(status_.last_recovery_seconds());
+    history.set_checkpoints(status_.checkpoints() + 1);
     m.set_epoch_results(history.SerializeAsString());
   }
   ASSIGN_OR_RETURN(CheckpointManifest committed, checkpoints_->Save(ps_, std::move(m)));
