@@ -113,6 +113,9 @@ struct Cluster {
 RunClosureResponse RunSplit(Trainer& trainer, ClosureMode mode, int64_t epoch, int64_t begin,
                             int64_t end) {
   RunClosureRequest req;
+  // Each closure has its own id: the PS applies a (closure id, step) once.
+  static int64_t next_closure_id = 1;
+  req.set_closure_id(next_closure_id++);
   req.set_mode(mode);
   req.mutable_split()->set_epoch(epoch);
   req.mutable_split()->set_begin(begin);
