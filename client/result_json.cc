@@ -77,7 +77,9 @@ nlohmann::json DescribeJson(const DescribeJobResponse& d) {
                   {"address", p.address()},
                   {"variables", p.variables()},
                   {"parameter_bytes", p.parameter_bytes()},
-                  {"slot_bytes", p.slot_bytes()}});
+                  {"slot_bytes", p.slot_bytes()},
+                  {"applied_steps", p.applied_steps()},
+                  {"duplicate_steps", p.duplicate_steps()}});
   }
   return {{"variables", std::move(vars)}, {"ps", std::move(ps)}};
 }

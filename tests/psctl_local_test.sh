@@ -5,8 +5,10 @@
 #   train      trains on a Fashion-MNIST subset on 2 PS + 2 workers; checks the
 #              child processes, the JSON result, and that every child is gone
 #   kill9      kill -9 psctl mid-job; every child must die within 10 s
-#   restart_worker  kill -9 one worker twice mid-job; psctl restarts it at its
-#              address, the job still succeeds, the JSON counts the restarts
+#   restart_worker  kill -9 one worker twice mid-job (no PS rollback); psctl
+#              restarts it at its address, the job still succeeds, the JSON
+#              counts the restarts, and each PS applied every scheduled step
+#              exactly once
 #   bad_input  malformed specs and missing data files exit 2 with file:line:col
 #   one_device the same job with strategy: one_device trains in psctl's own
 #              process (no children) to the accuracy of a 2 PS x 1 worker cluster
@@ -203,7 +205,7 @@ test_restart_worker() {
   # job of the brief, 3 epochs of 20000 examples, is over in 2 s).
   write_job "$TMP/job.yaml" 15 60000
   local run_dir="$TMP/restart-run"
-  start_psctl "$TMP/job.yaml" --ps 2 --workers 2 --output json --run_dir "$run_dir"
+  start_psctl "$TMP/job.yaml" --ps 2 --workers 2 --output json --run_dir "$run_dir" --describe
   if ! watch_children 240; then
     show_logs
     fail "did not see the cluster start under psctl"
@@ -251,6 +253,16 @@ assert result["eval_accuracy"] > 0.6, "eval_accuracy %s <= 0.6" % result["eval_a
 restarts = result["restarts"]
 assert restarts["worker-1"] >= 2, restarts
 assert set(restarts) == {"ps-0", "ps-1", "worker-0", "worker-1", "coordinator"}, restarts
+# Exactly-once: a killed worker's closures were retried, yet every PS applied
+# each scheduled step once; repeats of applied steps were dropped.
+steps = result["total_steps"]
+assert result["steps"] == steps, result
+for ps in result["describe"]["ps"]:
+    assert ps["applied_steps"] == steps, "PS %d applied %d steps, %d were scheduled" % (
+        ps["ps"], ps["applied_steps"], steps)
+print("exactly-once: %d steps scheduled; applied per PS %s; dropped repeats per PS %s" % (
+    steps, [p["applied_steps"] for p in result["describe"]["ps"]],
+    [p["duplicate_steps"] for p in result["describe"]["ps"]]))
 pids = result["pids"]
 all_pids = pids["ps"] + pids["worker"] + [pids["coordinator"]]
 def gone(pid):

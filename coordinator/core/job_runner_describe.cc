@@ -34,6 +34,8 @@ absl::StatusOr<DescribeJobResponse> JobRunner::Describe() const {
     PsLoad* load = out.add_ps();
     load->set_ps_index(static_cast<int>(p));
     load->set_address(p < options_.ps_addresses.size() ? options_.ps_addresses[p] : "in-process");
+    load->set_applied_steps(stats.applied_steps());
+    load->set_duplicate_steps(stats.duplicate_steps());
     for (const VariableStats& v : stats.variables()) {
       load->set_parameter_bytes(load->parameter_bytes() + v.parameter_bytes());
       load->set_slot_bytes(load->slot_bytes() + v.slot_bytes());
