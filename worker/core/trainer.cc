@@ -166,6 +166,7 @@ void Trainer::Gather(const Dataset& data, const std::vector<int64_t>& order, int
 }
 
 absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureResponse* response) {
+  if (request.mode() == NOOP) return absl::OkStatus();  // no data, no PS, empty response
   const bool train = request.mode() == TRAIN;
   const Dataset& data = train ? train_ : eval_;
   const DataSplit& split = request.split();

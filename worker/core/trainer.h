@@ -54,7 +54,8 @@ class Trainer {
   // an id outside a fixed vocabulary; PS errors are returned as they came
   // (UNAVAILABLE when a PS is down). A failed closure may have pushed some of
   // its steps. EVAL of a sigmoid model also returns the probability
-  // histograms (kAucBuckets each).
+  // histograms (kAucBuckets each). NOOP returns OK at once with an empty
+  // response, touching neither data nor PS.
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response);
 
   const std::string& backend_name() const { return backend_name_; }

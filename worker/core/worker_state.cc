@@ -53,6 +53,18 @@ absl::Status WorkerState::RunClosure(const RunClosureRequest& request,
   return trainer->RunClosure(request, response);
 }
 
+absl::Status WorkerState::RunClosures(const RunClosuresRequest& request,
+                                      RunClosuresResponse* response) {
+  response->mutable_results()->Reserve(request.closures_size());
+  for (const RunClosureRequest& closure : request.closures()) {
+    ClosureResult* result = response->add_results();
+    const absl::Status s = RunClosure(closure, result->mutable_response());
+    result->set_code(static_cast<int32_t>(s.code()));
+    result->set_message(std::string(s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WorkerState::Ping(const PingRequest&, PingResponse* response) {
   absl::MutexLock lock(&mu_);
   response->set_job_id(job_id_);

@@ -31,8 +31,14 @@ class WorkerState {
   // plus Trainer::Create's errors.
   absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // FAILED_PRECONDITION if `request.job_id` is not the job set up here.
+  // FAILED_PRECONDITION if `request.job_id` is not the job set up here (NOOP
+  // closures too), plus Trainer::RunClosure's errors.
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `request.closures` one after another, each as RunClosure would, and
+  // answers each in `response->results` (same order, its own status). Always
+  // returns OK: errors are per closure.
+  absl::Status RunClosures(const RunClosuresRequest& request, RunClosuresResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Ping(const PingRequest& request, PingResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
 

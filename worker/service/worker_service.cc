@@ -15,6 +15,11 @@ grpc::Status WorkerService::RunClosure(grpc::ServerContext*, const RunClosureReq
   return handler_.Run("RunClosure", [&] { return state_->RunClosure(*request, response); });
 }
 
+grpc::Status WorkerService::RunClosures(grpc::ServerContext*, const RunClosuresRequest* request,
+                                        RunClosuresResponse* response) {
+  return handler_.Run("RunClosures", [&] { return state_->RunClosures(*request, response); });
+}
+
 grpc::Status WorkerService::Ping(grpc::ServerContext*, const PingRequest* request,
                                  PingResponse* response) {
   return handler_.Run("Ping", [&] { return state_->Ping(*request, response); });

@@ -20,6 +20,8 @@ class WorkerService final : public Worker::Service {
                         SetupJobResponse* response) override;
   grpc::Status RunClosure(grpc::ServerContext* ctx, const RunClosureRequest* request,
                           RunClosureResponse* response) override;
+  grpc::Status RunClosures(grpc::ServerContext* ctx, const RunClosuresRequest* request,
+                           RunClosuresResponse* response) override;
   grpc::Status Ping(grpc::ServerContext* ctx, const PingRequest* request,
                     PingResponse* response) override;
 

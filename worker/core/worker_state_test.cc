@@ -1,0 +1,124 @@
+#include "worker/core/worker_state.h"
+
+#include <memory>
+#include <string>
+
+#include "common/job_spec.h"
+#include "common/model_variables.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ps/core/in_process_ps_client.h"
+#include "ps/core/variable_store.h"
+
+namespace pscluster {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A tiny job on synthetic data (nothing to read from disk), its variables
+// laid out over one in-process PS that counts the calls it gets.
+class CountingPsClient : public InProcessPsClient {
+ public:
+  CountingPsClient(VariableStore* store, int* calls) : InProcessPsClient(store), calls_(calls) {}
+  absl::Status Pull(const PullRequest& request, PullResponse* response) override {
+    ++*calls_;
+    return InProcessPsClient::Pull(request, response);
+  }
+  absl::Status Push(const PushRequest& request, PushResponse* response) override {
+    ++*calls_;
+    return InProcessPsClient::Push(request, response);
+  }
+
+ private:
+  int* calls_;
+};
+
+class WorkerStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* yaml = R"(
+model:
+  inputs:
+    dense: 2
+    categorical: [{name: tag, hashed: true, embedding_dim: 2}]
+  layers: [{dense: {units: 1}}]
+  loss: sigmoid_cross_entropy
+optimizer: {type: sgd}
+data:
+  train: {format: synthetic_ctr, num_examples: 64, id_space: 16}
+  eval: {format: synthetic_ctr, num_examples: 32, id_space: 16}
+  per_replica_batch: 16
+)";
+    auto spec = ParseJobSpec(yaml, "noop.yaml");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto plan = PlanVariables(ModelVariables(*spec), spec->partitioner, 1);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    CreateVariablesResponse created;
+    ASSERT_TRUE(InProcessPsClient(&store_).CreateVariables(plan->per_ps[0], &created).ok());
+    SetupJobRequest setup;
+    setup.set_job_id("job-1");
+    setup.set_spec_yaml(yaml);
+    setup.add_ps_addresses("in-process");
+    for (const auto& p : plan->placement) *setup.add_placement() = p;
+    SetupJobResponse response;
+    const absl::Status s = state_.SetupJob(setup, &response);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  static RunClosureRequest Closure(const std::string& job, ClosureMode mode, int64_t id) {
+    RunClosureRequest r;
+    r.set_job_id(job);
+    r.set_closure_id(id);
+    r.set_mode(mode);
+    r.mutable_split()->set_end(32);
+    return r;
+  }
+
+  VariableStore store_;
+  int ps_calls_ = 0;
+  WorkerState state_{[this](const std::string&) {
+    return std::make_unique<CountingPsClient>(&store_, &ps_calls_);
+  }};
+};
+
+TEST_F(WorkerStateTest, NoopClosureAnswersAtOnceWithoutCallingThePs) {
+  RunClosureResponse r;
+  const absl::Status s = state_.RunClosure(Closure("job-1", NOOP, 1), &r);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(r.steps(), 0);
+  EXPECT_EQ(r.examples(), 0);
+  EXPECT_EQ(ps_calls_, 0);
+  // The same split as TRAIN does call the PS: the count above can move.
+  ASSERT_TRUE(state_.RunClosure(Closure("job-1", TRAIN, 2), &r).ok());
+  EXPECT_EQ(r.steps(), 2);
+  EXPECT_GT(ps_calls_, 0);
+}
+
+TEST_F(WorkerStateTest, NoopClosureOfAnotherJobIsRefused) {
+  RunClosureResponse r;
+  const absl::Status s = state_.RunClosure(Closure("job-2", NOOP, 1), &r);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("it serves job 'job-1'"));
+}
+
+TEST_F(WorkerStateTest, RunClosuresAnswersEachClosureOnItsOwn) {
+  RunClosuresRequest request;
+  *request.add_closures() = Closure("job-1", NOOP, 1);
+  *request.add_closures() = Closure("job-2", NOOP, 2);  // not this worker's job
+  RunClosureRequest bad = Closure("job-1", EVAL, 3);
+  bad.mutable_split()->set_end(1000);  // past the 32 eval examples
+  *request.add_closures() = bad;
+  *request.add_closures() = Closure("job-1", EVAL, 4);
+  RunClosuresResponse response;
+  ASSERT_TRUE(state_.RunClosures(request, &response).ok());
+  ASSERT_EQ(response.results_size(), 4);
+  EXPECT_EQ(response.results(0).code(), 0);
+  EXPECT_EQ(response.results(1).code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(response.results(2).code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(response.results(2).message(), HasSubstr("outside the eval set"));
+  EXPECT_EQ(response.results(3).code(), 0);  // errors before it did not stop it
+  EXPECT_EQ(response.results(3).response().examples(), 32);
+}
+
+}  // namespace
+}  // namespace pscluster
