@@ -450,12 +450,13 @@ void ParseData(const YAML::Node& n, DataSpec* d) {
 }
 
 void ParseTrain(const YAML::Node& n, TrainSpec* t) {
-  CheckKeys(n, "train", {"epochs", "steps_per_closure", "closures_per_worker"});
+  CheckKeys(n, "train", {"epochs", "steps_per_closure", "closures_per_worker", "closures_per_rpc"});
   if (n["epochs"]) t->epochs = Int(n["epochs"], "train.epochs", 1);
   if (n["steps_per_closure"]) t->steps_per_closure = Int(n["steps_per_closure"], "train.steps_per_closure", 1);
   if (n["closures_per_worker"]) {
     t->closures_per_worker = Int(n["closures_per_worker"], "train.closures_per_worker", 1);
   }
+  if (n["closures_per_rpc"]) t->closures_per_rpc = Int(n["closures_per_rpc"], "train.closures_per_rpc", 1);
 }
 
 // The data must provide what the model's inputs need.

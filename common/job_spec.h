@@ -122,6 +122,10 @@ struct TrainSpec {
   int64_t steps_per_closure = 20;
   // Closures dispatched to one worker at a time (TF allows only one).
   int64_t closures_per_worker = 2;
+  // Closures sent to a worker in one round trip (RunClosures); each is still
+  // retried on its own. 1 (default) is one RunClosure RPC per closure; more
+  // pays off only when a closure costs less than an RPC.
+  int64_t closures_per_rpc = 1;
 };
 
 struct CheckpointSpec {

@@ -22,7 +22,7 @@ data:
   train: {format: idx, images: tr.gz, labels: trl.gz, limit: 100}
   eval: {images: te.gz, labels: tel.gz}
   per_replica_batch: 32
-train: {epochs: 2, steps_per_closure: 5, closures_per_worker: 3}
+train: {epochs: 2, steps_per_closure: 5, closures_per_worker: 3, closures_per_rpc: 4}
 )";
 
 TEST(JobSpecTest, ParsesAFullSpec) {
@@ -46,6 +46,7 @@ TEST(JobSpecTest, ParsesAFullSpec) {
   EXPECT_EQ(spec->data.per_replica_batch, 32);
   EXPECT_EQ(spec->train.epochs, 2);
   EXPECT_EQ(spec->train.closures_per_worker, 3);
+  EXPECT_EQ(spec->train.closures_per_rpc, 4);
   EXPECT_EQ(spec->model.kernel_initializer.type(), "glorot_uniform");
   EXPECT_EQ(spec->model.kernel_initializer.seed(), 9u);
   EXPECT_EQ(spec->yaml, kGood);

@@ -1,5 +1,7 @@
 #include "coordinator/core/closure_queue.h"
 
+#include <algorithm>
+
 namespace pscluster {
 
 void ClosureQueue::Put(Closure closure) {
@@ -8,16 +10,27 @@ void ClosureQueue::Put(Closure closure) {
 }
 
 std::optional<Closure> ClosureQueue::Get() {
+  std::vector<Closure> one = GetUpTo(1);
+  if (one.empty()) return std::nullopt;
+  return std::move(one.front());
+}
+
+std::vector<Closure> ClosureQueue::GetUpTo(int max) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopped_ || (!paused_ && (!queue_.empty() || in_flight_ == 0));
   };
   mu_.Await(absl::Condition(&ready));
-  if (stopped_ || queue_.empty()) return std::nullopt;
-  Closure c = std::move(queue_.front());
-  queue_.pop_front();
-  ++in_flight_;
-  return c;
+  std::vector<Closure> taken;
+  if (stopped_) return taken;
+  const size_t n = std::min(queue_.size(), static_cast<size_t>(std::max(max, 1)));
+  taken.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    taken.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  in_flight_ += static_cast<int64_t>(n);
+  return taken;
 }
 
 void ClosureQueue::Done() {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -33,7 +34,11 @@ class ClosureQueue {
   // Blocks until a closure is available (and marks it in flight), or returns
   // nullopt once the queue is drained (empty, nothing in flight) or stopped.
   std::optional<Closure> Get() ABSL_LOCKS_EXCLUDED(mu_);
-  // The closure Get() returned has finished.
+  // Like Get(), but takes up to `max` (>= 1) queued closures at once, all
+  // marked in flight; empty where Get() returns nullopt. Each one is then
+  // finished on its own with Done(), PutBack() or Fail().
+  std::vector<Closure> GetUpTo(int max) ABSL_LOCKS_EXCLUDED(mu_);
+  // A closure Get() returned has finished.
   void Done() ABSL_LOCKS_EXCLUDED(mu_);
   // The closure Get() returned failed and will be retried: back to the tail.
   void PutBack(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);

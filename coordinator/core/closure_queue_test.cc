@@ -32,6 +32,40 @@ TEST(ClosureQueueTest, FifoAndDrain) {
   EXPECT_TRUE(q.Wait().ok());
 }
 
+TEST(ClosureQueueTest, GetUpToTakesABatchFinishedOneByOne) {
+  ClosureQueue q;
+  for (int64_t id = 1; id <= 5; ++id) q.Put(Make(id));
+  std::vector<Closure> batch = q.GetUpTo(3);
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch[0].id, 1);
+  EXPECT_EQ(batch[2].id, 3);
+  q.Done();
+  q.PutBack(batch[1]);  // retried: behind 4 and 5
+  q.Done();
+  EXPECT_TRUE(q.WaitUntilIdle(absl::ZeroDuration()));  // all three accounted for
+  batch = q.GetUpTo(10);  // fewer queued than asked
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch[0].id, 4);
+  EXPECT_EQ(batch[2].id, 2);
+  for (size_t i = 0; i < batch.size(); ++i) q.Done();
+  EXPECT_TRUE(q.GetUpTo(4).empty());  // drained
+  EXPECT_TRUE(q.Wait().ok());
+}
+
+TEST(ClosureQueueTest, FailInsideABatchStopsOnceTheRestAreAccountedFor) {
+  ClosureQueue q;
+  for (int64_t id = 1; id <= 4; ++id) q.Put(Make(id));
+  std::vector<Closure> batch = q.GetUpTo(2);
+  ASSERT_EQ(batch.size(), 2u);
+  q.Fail(absl::InternalError("closure 1 broke"));
+  // Stopped, but closure 2 is still in flight: Wait() must not return yet.
+  EXPECT_FALSE(q.WaitFor(absl::ZeroDuration()));
+  q.PutBack(batch[1]);  // dropped: the queue is stopped
+  EXPECT_TRUE(q.WaitFor(absl::ZeroDuration()));
+  EXPECT_TRUE(q.GetUpTo(2).empty());
+  EXPECT_EQ(q.Wait().code(), absl::StatusCode::kInternal);
+}
+
 TEST(ClosureQueueTest, PutBackGoesToTheTailAndIsRunAgain) {
   ClosureQueue q;
   q.Put(Make(1));

@@ -5,25 +5,16 @@
 
 #include <spdlog/spdlog.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
+#include "coordinator/core/closure_dispatch.h"
 
 namespace pscluster {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Errors after which the same closure may succeed on a (possibly other) worker.
-bool Retryable(const absl::Status& s) {
-  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsAborted(s) ||
-         absl::IsFailedPrecondition(s) || absl::IsCancelled(s);
-}
-
-// A worker reports a PS it could not reach as "ps <address>: ..." (GrpcPsClient).
-bool FromPs(const absl::Status& s) { return absl::StartsWith(s.message(), "ps "); }
 
 int64_t StepsFor(int64_t size, int64_t closure_examples, int64_t batch) {
   const int64_t full = size / closure_examples;
@@ -165,66 +156,34 @@ void JobRunner::RecordSuccess(ClosureMode mode, const Closure& c, const RunClosu
 }
 
 void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals) {
-  WorkerClient* worker = workers_[w];
-  while (true) {
-    // A worker that stopped answering gets no work until it answers again.
-    while (worker_down_[w] && !stop_health_ && options_.health != nullptr) {
-      absl::SleepFor(absl::Milliseconds(50));
-      if (!queue->WaitFor(absl::ZeroDuration())) continue;
-      return;  // the phase ended meanwhile
-    }
-    std::optional<Closure> c = queue->Get();
-    if (!c) return;
-    RunClosureRequest request;
-    request.set_job_id(job_id_);
-    request.set_closure_id(c->id);
-    request.set_mode(mode);
-    *request.mutable_split() = c->split;
-    RunClosureResponse response;
-    absl::Status s = worker->RunClosure(request, &response);
-    if (s.ok()) {
-      RecordSuccess(mode, *c, response, totals);
-      // Hold further dispatch for the control loop to take the checkpoint.
-      if (mode == TRAIN && CheckpointDue()) queue->Pause();
-      if (mode == TRAIN && log_ != nullptr) {
-        JobLogRecord rec;
-        ClosureFinished* f = rec.mutable_closure_finished();
-        f->set_epoch(c->split.epoch());
-        f->set_split(c->split_index);
-        f->set_steps(response.steps());
-        f->set_examples(response.examples());
-        f->set_loss_sum(response.loss_sum());
-        Log(rec, /*sync=*/false);
-      }
-      queue->Done();
-      continue;
-    }
-    // A PS outage is not the closure's fault: it is retried without counting
-    // (the coordinator pauses dispatch and recovers the PS).
-    const bool ps_outage = ps_failed_ || (Retryable(s) && FromPs(s));
-    if (!ps_outage) ++c->attempts;
-    const std::string what = absl::StrCat(
-        mode == TRAIN ? "training" : "eval", " closure ", c->id, " (epoch ", c->split.epoch() + 1,
-        ", examples [", c->split.begin(), ", ", c->split.end(), "))");
-    if (!Retryable(s) || c->attempts >= max_attempts_) {
-      queue->Fail(absl::Status(s.code(), absl::StrCat(what, " failed after ", c->attempts,
-                                                      " attempt(s), last on worker ",
-                                                      worker->address(), ": ", s.message())));
-      return;
-    }
-    spdlog::warn("job {}: {} failed on worker {} (attempt {}): {}; retrying", job_id_, what,
-                 worker->address(), c->attempts, s.ToString());
-    queue->PutBack(*c);
-    if (absl::IsUnavailable(s) && !FromPs(s) && options_.health != nullptr) worker_down_[w] = true;
-    // Back off before this worker takes more work, so healthy workers pick
-    // the closure up first.
-    absl::SleepFor(options_.retry_backoff * (1 << std::min(std::max(c->attempts, 1) - 1, 6)));
-    if (absl::IsFailedPrecondition(s)) {
-      // The worker lost the job (it restarted): set it up again.
-      SetupJobResponse ignored;
-      worker->SetupJob(setup_request_, &ignored).IgnoreError();
-    }
+  DispatchOptions d;
+  d.job_id = job_id_;
+  d.mode = mode;
+  d.closures_per_rpc = static_cast<int>(spec_.train.closures_per_rpc);
+  d.max_attempts = max_attempts_;
+  d.retry_backoff = options_.retry_backoff;
+  d.setup = &setup_request_;
+  d.ps_failed = [this] { return ps_failed_.load(); };
+  if (options_.health != nullptr) {
+    d.worker_down = &worker_down_[w];
+    d.health_stopped = &stop_health_;
   }
+  d.on_success = [this, mode, queue, totals](const Closure& c, const RunClosureResponse& r) {
+    RecordSuccess(mode, c, r, totals);
+    // Hold further dispatch for the control loop to take the checkpoint.
+    if (mode == TRAIN && CheckpointDue()) queue->Pause();
+    if (mode == TRAIN && log_ != nullptr) {
+      JobLogRecord rec;
+      ClosureFinished* f = rec.mutable_closure_finished();
+      f->set_epoch(c.split.epoch());
+      f->set_split(c.split_index);
+      f->set_steps(r.steps());
+      f->set_examples(r.examples());
+      f->set_loss_sum(r.loss_sum());
+      Log(rec, /*sync=*/false);
+    }
+  };
+  RunDispatchLoop(workers_[w], queue, d);
 }
 
 absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_t epoch,

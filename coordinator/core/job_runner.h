@@ -6,7 +6,8 @@
 // round-robin placement), sets up every worker, then for each epoch splits
 // the training data into closures of `steps_per_closure` steps, dispatches
 // them through a queue to idle workers (`closures_per_worker` in flight per
-// worker), waits for the epoch, and evaluates with eval closures.
+// worker, `closures_per_rpc` closures per round trip; closure_dispatch.h),
+// waits for the epoch, and evaluates with eval closures.
 //
 // Failures:
 // - A closure whose worker fails is retried on the same data split, on any

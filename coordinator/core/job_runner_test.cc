@@ -1,5 +1,6 @@
 #include "coordinator/core/job_runner.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -82,6 +83,14 @@ class FakeWorker : public WorkerClient {
     }
     return absl::OkStatus();
   }
+  absl::Status RunClosures(const RunClosuresRequest& request,
+                           RunClosuresResponse* response) override {
+    {
+      absl::MutexLock lock(&mu_);
+      batches_.push_back(request.closures_size());
+    }
+    return WorkerClient::RunClosures(request, response);
+  }
   absl::Status Ping(const PingRequest&, PingResponse*) override { return absl::OkStatus(); }
 
   void FailNext(int n, absl::Status s) {
@@ -102,6 +111,7 @@ class FakeWorker : public WorkerClient {
   int setups_ = 0;
   int placement_size_ = 0;
   std::map<std::tuple<int, int64_t, int64_t>, int> runs_;
+  std::vector<int> batches_;  // closures per RunClosures call
 };
 
 struct Cluster {
@@ -154,6 +164,30 @@ TEST(JobRunnerTest, UnavailableWorkerClosuresAreRetriedOnTheSameSplit) {
   EXPECT_EQ(all.size(), 4u + 3u);
   for (auto& [k, v] : all) EXPECT_EQ(v, 1);
   EXPECT_EQ(runner.Status().examples(), 95);
+}
+
+// closures_per_rpc > 1: closures travel in batches, results and retries
+// stay per closure (each split still runs exactly once).
+TEST(JobRunnerTest, BatchedDispatchRunsEverySplitOnceAndRetriesEachClosure) {
+  Cluster c;
+  c.w0.FailNext(2, absl::UnavailableError("connection refused"));
+  JobSpec spec = Spec(2);
+  spec.train.steps_per_closure = 1;  // 10 closures of 10 examples per epoch
+  spec.train.closures_per_rpc = 3;
+  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
+  ASSERT_TRUE(runner.Run().ok());
+  JobStatusProto s = runner.Status();
+  EXPECT_EQ(s.examples(), 2 * 95);
+  EXPECT_EQ(s.steps(), 2 * 10);
+  std::map<std::tuple<int, int64_t, int64_t>, int> all = c.w0.runs_;
+  for (auto& [k, v] : c.w1.runs_) all[k] += v;
+  EXPECT_EQ(all.size(), 2u * (10 + 3));
+  for (auto& [k, v] : all) EXPECT_EQ(v, 1);
+  std::vector<int> batches = c.w0.batches_;
+  batches.insert(batches.end(), c.w1.batches_.begin(), c.w1.batches_.end());
+  ASSERT_FALSE(batches.empty());
+  for (int b : batches) EXPECT_LE(b, 3);
+  EXPECT_TRUE(std::count(batches.begin(), batches.end(), 3) > 0);
 }
 
 TEST(JobRunnerTest, WorkerThatLostTheJobIsSetUpAgain) {

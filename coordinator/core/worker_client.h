@@ -19,6 +19,19 @@ class WorkerClient {
   virtual absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) = 0;
   virtual absl::Status RunClosure(const RunClosureRequest& request,
                                   RunClosureResponse* response) = 0;
+  // Several closures in one round trip; each result carries its own status
+  // (WorkerState::RunClosures). An error returned here (the RPC failed) is
+  // every closure's. This default runs them through RunClosure one by one.
+  virtual absl::Status RunClosures(const RunClosuresRequest& request,
+                                   RunClosuresResponse* response) {
+    for (const RunClosureRequest& closure : request.closures()) {
+      ClosureResult* result = response->add_results();
+      const absl::Status s = RunClosure(closure, result->mutable_response());
+      result->set_code(static_cast<int32_t>(s.code()));
+      result->set_message(std::string(s.message()));
+    }
+    return absl::OkStatus();
+  }
   virtual absl::Status Ping(const PingRequest& request, PingResponse* response) = 0;
 };
 

@@ -23,6 +23,13 @@ absl::Status GrpcWorkerClient::RunClosure(const RunClosureRequest& request,
   return FromGrpcStatus(stub_->RunClosure(&ctx, request, response));
 }
 
+absl::Status GrpcWorkerClient::RunClosures(const RunClosuresRequest& request,
+                                           RunClosuresResponse* response) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.closure_timeout);
+  return FromGrpcStatus(stub_->RunClosures(&ctx, request, response));
+}
+
 absl::Status GrpcWorkerClient::Ping(const PingRequest& request, PingResponse* response) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.ping_timeout);

@@ -25,6 +25,10 @@ class GrpcWorkerClient final : public WorkerClient {
   std::string address() const override { return address_; }
   absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override;
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override;
+  // One RunClosures RPC under closure_timeout. UNIMPLEMENTED from a worker
+  // that predates it.
+  absl::Status RunClosures(const RunClosuresRequest& request,
+                           RunClosuresResponse* response) override;
   absl::Status Ping(const PingRequest& request, PingResponse* response) override;
 
  private:

@@ -1,0 +1,144 @@
+#include "coordinator/core/closure_dispatch.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace pscluster {
+namespace {
+
+const char* ModeName(ClosureMode mode) {
+  switch (mode) {
+    case TRAIN:
+      return "training";
+    case EVAL:
+      return "eval";
+    default:
+      return "no-op";
+  }
+}
+
+RunClosureRequest MakeRequest(const DispatchOptions& options, const Closure& c) {
+  RunClosureRequest request;
+  request.set_job_id(options.job_id);
+  request.set_closure_id(c.id);
+  request.set_mode(options.mode);
+  *request.mutable_split() = c.split;
+  return request;
+}
+
+// Runs `batch` on `worker`: one RunClosure for a single closure, else one
+// RunClosures. Fills one status and response per closure.
+void RunBatch(WorkerClient* worker, const DispatchOptions& options,
+              const std::vector<Closure>& batch, std::vector<absl::Status>* status,
+              std::vector<RunClosureResponse>* responses) {
+  status->assign(batch.size(), absl::OkStatus());
+  responses->assign(batch.size(), RunClosureResponse());
+  if (batch.size() == 1) {
+    (*status)[0] = worker->RunClosure(MakeRequest(options, batch[0]), &(*responses)[0]);
+    return;
+  }
+  RunClosuresRequest request;
+  for (const Closure& c : batch) *request.add_closures() = MakeRequest(options, c);
+  RunClosuresResponse response;
+  absl::Status s = worker->RunClosures(request, &response);
+  if (s.ok() && response.results_size() != static_cast<int>(batch.size())) {
+    s = absl::InternalError(absl::StrCat("worker answered ", response.results_size(),
+                                         " results for ", batch.size(), " closures"));
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!s.ok()) {
+      (*status)[i] = s;  // the round trip failed: every closure did
+      continue;
+    }
+    ClosureResult* r = response.mutable_results(static_cast<int>(i));
+    (*status)[i] = absl::Status(static_cast<absl::StatusCode>(r->code()), r->message());
+    (*responses)[i] = std::move(*r->mutable_response());
+  }
+}
+
+}  // namespace
+
+bool RetryableClosureError(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsAborted(s) ||
+         absl::IsFailedPrecondition(s) || absl::IsCancelled(s);
+}
+
+bool IsPsError(const absl::Status& s) { return absl::StartsWith(s.message(), "ps "); }
+
+void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOptions& options) {
+  const int per_rpc = std::max(options.closures_per_rpc, 1);
+  std::vector<absl::Status> status;
+  std::vector<RunClosureResponse> responses;
+  while (true) {
+    // A worker that stopped answering gets no work until it answers again.
+    while (options.worker_down != nullptr && *options.worker_down &&
+           !(options.health_stopped != nullptr && *options.health_stopped)) {
+      absl::SleepFor(absl::Milliseconds(50));
+      if (!queue->WaitFor(absl::ZeroDuration())) continue;
+      return;  // the phase ended meanwhile
+    }
+    std::vector<Closure> batch = queue->GetUpTo(per_rpc);
+    if (batch.empty()) return;
+    RunBatch(worker, options, batch, &status, &responses);
+
+    bool failed = false;         // a closure failed for good: the queue is stopped
+    bool retried = false;        // some closure goes back to the queue
+    bool worker_unavailable = false;
+    bool lost_job = false;
+    int backoff_attempts = 1;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Closure& c = batch[i];
+      const absl::Status& s = status[i];
+      if (s.ok()) {
+        if (options.on_success) options.on_success(c, responses[i]);
+        queue->Done();
+        continue;
+      }
+      // A PS outage is not the closure's fault: it is retried without
+      // counting (the coordinator pauses dispatch and recovers the PS).
+      const bool ps_outage =
+          (options.ps_failed && options.ps_failed()) || (RetryableClosureError(s) && IsPsError(s));
+      if (!ps_outage) ++c.attempts;
+      const std::string what = absl::StrCat(ModeName(options.mode), " closure ", c.id, " (epoch ",
+                                            c.split.epoch() + 1, ", examples [", c.split.begin(),
+                                            ", ", c.split.end(), "))");
+      if (!RetryableClosureError(s) || c.attempts >= options.max_attempts) {
+        if (!failed) {
+          queue->Fail(absl::Status(s.code(), absl::StrCat(what, " failed after ", c.attempts,
+                                                          " attempt(s), last on worker ",
+                                                          worker->address(), ": ", s.message())));
+          failed = true;
+        } else {
+          queue->PutBack(c);  // the queue is stopped: only accounts for it
+        }
+        continue;
+      }
+      spdlog::warn("job {}: {} failed on worker {} (attempt {}): {}; retrying", options.job_id,
+                   what, worker->address(), c.attempts, s.ToString());
+      queue->PutBack(c);
+      retried = true;
+      backoff_attempts = std::max(backoff_attempts, c.attempts);
+      if (absl::IsUnavailable(s) && !IsPsError(s)) worker_unavailable = true;
+      if (absl::IsFailedPrecondition(s)) lost_job = true;
+    }
+    if (failed) return;
+    if (!retried) continue;
+    if (worker_unavailable && options.worker_down != nullptr) *options.worker_down = true;
+    // Back off before this worker takes more work, so healthy workers pick
+    // the closures up first.
+    absl::SleepFor(options.retry_backoff * (1 << std::min(backoff_attempts - 1, 6)));
+    if (lost_job && options.setup != nullptr) {
+      // The worker lost the job (it restarted): set it up again.
+      SetupJobResponse ignored;
+      worker->SetupJob(*options.setup, &ignored).IgnoreError();
+    }
+  }
+}
+
+}  // namespace pscluster

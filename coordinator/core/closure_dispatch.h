@@ -1,0 +1,70 @@
+// The dispatch loop: what one of a JobRunner phase's dispatch threads does.
+// It takes closures from a ClosureQueue, runs them on one worker and records
+// each result, retrying failed closures with backoff. JobRunner runs
+// `closures_per_worker` of these per worker; bench/dispatch_bench drives the
+// same function to measure scheduling itself.
+//
+// With closures_per_rpc > 1 the loop takes up to that many closures at once
+// and sends them in one RunClosures call; each closure's result is still
+// handled on its own (success recorded, failure retried or fatal), exactly as
+// one RunClosure per closure would be. An error of the RPC itself is every
+// closure's error.
+#ifndef PSCLUSTER_COORDINATOR_CORE_CLOSURE_DISPATCH_H_
+#define PSCLUSTER_COORDINATOR_CORE_CLOSURE_DISPATCH_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "coordinator/core/closure_queue.h"
+#include "coordinator/core/worker_client.h"
+#include "protos/worker.pb.h"
+
+namespace pscluster {
+
+struct DispatchOptions {
+  std::string job_id;
+  ClosureMode mode = TRAIN;
+  // Closures per round trip to the worker; 1 (default) uses RunClosure, more
+  // uses RunClosures. Worth it only for closures cheaper than an RPC.
+  int closures_per_rpc = 1;
+  // A closure that fails this many times (not counting PS outages) fails the
+  // queue with a message naming it and the worker.
+  int max_attempts = 3;
+  // Backoff before this worker takes more work after a failure:
+  // retry_backoff * 2^(attempts-1), capped at 2^6.
+  absl::Duration retry_backoff = absl::Milliseconds(200);
+  // Re-sent to a worker that answers FAILED_PRECONDITION (it lost the job,
+  // e.g. it restarted). Not owned; null: not re-sent.
+  const SetupJobRequest* setup = nullptr;
+  // Called on the dispatch thread for each closure that succeeded, before
+  // the queue hears Done(). Must not block on the queue.
+  std::function<void(const Closure&, const RunClosureResponse&)> on_success;
+  // True while the job knows its PS tasks to be down: failures then do not
+  // count as attempts. Null: never.
+  std::function<bool()> ps_failed;
+  // Health checking, both null without it. While *worker_down is set the
+  // loop hands this worker nothing; the loop sets it when the worker answers
+  // UNAVAILABLE itself. *health_stopped ends the wait.
+  std::atomic<bool>* worker_down = nullptr;
+  const std::atomic<bool>* health_stopped = nullptr;
+};
+
+// Runs closures from `queue` on `worker` until the queue is drained or
+// stopped, or a closure fails for good (then queue->Fail() gets its error and
+// this returns). Every closure taken is finished with Done(), PutBack() or
+// Fail(). Not owned: `worker`, `queue`.
+void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOptions& options);
+
+// Errors after which the same closure may succeed on a (possibly other) worker.
+bool RetryableClosureError(const absl::Status& s);
+
+// True for an error a worker reports about a PS it could not reach
+// ("ps <address>: ...", GrpcPsClient).
+bool IsPsError(const absl::Status& s);
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COORDINATOR_CORE_CLOSURE_DISPATCH_H_
