@@ -19,10 +19,8 @@ double Median(std::vector<double> v) {
 }
 
 std::string SizeLabel(int64_t bytes) {
-  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0)
-    return absl::StrCat(bytes >> 20, " MiB");
-  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0)
-    return absl::StrCat(bytes >> 10, " KiB");
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return absl::StrCat(bytes >> 20, " MiB");
+  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return absl::StrCat(bytes >> 10, " KiB");
   return absl::StrCat(bytes, " B");
 }
 
@@ -32,19 +30,17 @@ std::string CpuModel() {
   while (std::getline(in, line)) {
     if (line.rfind("model name", 0) == 0) {
       const size_t colon = line.find(':');
-      if (colon != std::string::npos)
-        return line.substr(line.find_first_not_of(" \t", colon + 1));
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
     }
   }
   return "unknown";
 }
 
 std::string UtcNow() {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(),
-                          absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
 }
 
-std::string JsonString(const std::string &s) {
+std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') {
@@ -59,15 +55,14 @@ std::string JsonString(const std::string &s) {
   return out + "\"";
 }
 
-std::string JsonNumbers(const std::vector<double> &v) {
+std::string JsonNumbers(const std::vector<double>& v) {
   return absl::StrCat("[",
                       absl::StrJoin(v, ", ",
-                                    [](std::string *out, double x) {
-                                      absl::StrAppend(
-                                          out, absl::StrFormat("%.6g", x));
+                                    [](std::string* out, double x) {
+                                      absl::StrAppend(out, absl::StrFormat("%.6g", x));
                                     }),
                       "]");
 }
 
-} // namespace bench
-} // namespace pscluster
+}  // namespace bench
+}  // namespace pscluster

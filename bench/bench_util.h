@@ -28,12 +28,12 @@ std::string CpuModel();
 std::string UtcNow();
 
 // `s` as a JSON string literal, quotes included.
-std::string JsonString(const std::string &s);
+std::string JsonString(const std::string& s);
 
 // `v` as a JSON array of numbers with 6 significant digits.
-std::string JsonNumbers(const std::vector<double> &v);
+std::string JsonNumbers(const std::vector<double>& v);
 
-} // namespace bench
-} // namespace pscluster
+}  // namespace bench
+}  // namespace pscluster
 
-#endif // PSCLUSTER_BENCH_BENCH_UTIL_H_
+#endif  // PSCLUSTER_BENCH_BENCH_UTIL_H_

@@ -53,22 +53,16 @@
 #include "rpc/rpc_util.h"
 #include "worker/core/synthetic_ctr.h"
 
-ABSL_FLAG(std::vector<std::string>, dims,
-          std::vector<std::string>({"16", "64", "256"}), "Row widths.");
+ABSL_FLAG(std::vector<std::string>, dims, std::vector<std::string>({"16", "64", "256"}),
+          "Row widths.");
 ABSL_FLAG(std::vector<std::string>, batches,
-          std::vector<std::string>({"512", "2048", "4096", "16384"}),
-          "Distinct ids per call.");
-ABSL_FLAG(int64_t, id_space, 10000000,
-          "Zipf ranks are drawn from [0, id_space).");
+          std::vector<std::string>({"512", "2048", "4096", "16384"}), "Distinct ids per call.");
+ABSL_FLAG(int64_t, id_space, 10000000, "Zipf ranks are drawn from [0, id_space).");
 ABSL_FLAG(double, zipf_exponent, 1.05, "Zipf exponent of the id distribution.");
-ABSL_FLAG(int, batches_per_size, 4,
-          "Distinct batches per batch size, used in turn.");
-ABSL_FLAG(int, repeats, 3,
-          "Interleaved repeats per point; each cell is their median.");
-ABSL_FLAG(double, seconds_per_point, 0.25,
-          "Time each (repeat, dim, batch, path) runs for.");
-ABSL_FLAG(std::string, output_json, "",
-          "If set, the results are also written here as JSON.");
+ABSL_FLAG(int, batches_per_size, 4, "Distinct batches per batch size, used in turn.");
+ABSL_FLAG(int, repeats, 3, "Interleaved repeats per point; each cell is their median.");
+ABSL_FLAG(double, seconds_per_point, 0.25, "Time each (repeat, dim, batch, path) runs for.");
+ABSL_FLAG(std::string, output_json, "", "If set, the results are also written here as JSON.");
 
 namespace pscluster {
 namespace {
@@ -86,8 +80,7 @@ constexpr double kTargetSparseOverDense = 0.6;
 // What one path reports per repeat. `a` and `b` are its two figures (rows/s
 // of lookups and updates, or GB/s), filled by Measure.
 enum Path { kTable, kStore, kRpcSparse, kRpcDense, kNumPaths };
-constexpr const char *kPathNames[kNumPaths] = {"table", "store", "rpc_sparse",
-                                               "rpc_dense"};
+constexpr const char* kPathNames[kNumPaths] = {"table", "store", "rpc_sparse", "rpc_dense"};
 
 // One call of a path: a lookup-like half and an update-like half, timed
 // separately. `i` picks the batch.
@@ -102,19 +95,16 @@ struct Timing {
   double second_seconds = 0;
 };
 
-absl::StatusOr<Timing> Measure(const TwoHalves &path, int num_batches,
-                               double seconds) {
+absl::StatusOr<Timing> Measure(const TwoHalves& path, int num_batches, double seconds) {
   using Clock = std::chrono::steady_clock;
   Timing t;
   double elapsed = 0;
   do {
     const int i = static_cast<int>(t.iterations % num_batches);
     const Clock::time_point t0 = Clock::now();
-    if (absl::Status s = path.first(i); !s.ok())
-      return s;
+    if (absl::Status s = path.first(i); !s.ok()) return s;
     const Clock::time_point t1 = Clock::now();
-    if (absl::Status s = path.second(i); !s.ok())
-      return s;
+    if (absl::Status s = path.second(i); !s.ok()) return s;
     const Clock::time_point t2 = Clock::now();
     t.first_seconds += std::chrono::duration<double>(t1 - t0).count();
     t.second_seconds += std::chrono::duration<double>(t2 - t1).count();
@@ -135,8 +125,8 @@ uint64_t Scramble(uint64_t x) {
 struct Batch {
   std::vector<uint64_t> ids;
   std::vector<float> grads;
-  std::vector<float> out; // lookup destination for the table path
-  PullRequest lookup;     // store and rpc paths
+  std::vector<float> out;  // lookup destination for the table path
+  PullRequest lookup;      // store and rpc paths
   PushRequest update;
 };
 
@@ -153,7 +143,7 @@ struct Point {
   int64_t payload_bytes() const { return batch * dim * 4; }
 };
 
-int Main(int argc, char **argv) {
+int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Hash-table lookup and Adagrad update throughput, in process and over "
       "RPC, against the "
@@ -161,12 +151,10 @@ int Main(int argc, char **argv) {
       "[--batches=512,...] "
       "[--repeats=3] [--seconds_per_point=0.25] [--output_json=PATH]");
   absl::ParseCommandLine(argc, argv);
-  auto parse_list = [](const std::vector<std::string> &in,
-                       std::vector<int64_t> *out) {
-    for (const std::string &s : in) {
+  auto parse_list = [](const std::vector<std::string>& in, std::vector<int64_t>* out) {
+    for (const std::string& s : in) {
       int64_t n = 0;
-      if (!absl::SimpleAtoi(s, &n) || n < 1 || n > (1 << 20))
-        return false;
+      if (!absl::SimpleAtoi(s, &n) || n < 1 || n > (1 << 20)) return false;
       out->push_back(n);
     }
     return !out->empty();
@@ -178,8 +166,8 @@ int Main(int argc, char **argv) {
   const int64_t id_space = absl::GetFlag(FLAGS_id_space);
   const double exponent = absl::GetFlag(FLAGS_zipf_exponent);
   if (!parse_list(absl::GetFlag(FLAGS_dims), &dims) ||
-      !parse_list(absl::GetFlag(FLAGS_batches), &batch_sizes) || repeats < 1 ||
-      per_size < 1 || seconds < 0 || exponent <= 0) {
+      !parse_list(absl::GetFlag(FLAGS_batches), &batch_sizes) || repeats < 1 || per_size < 1 ||
+      seconds < 0 || exponent <= 0) {
     std::cerr << "sparse_bench: need --dims and --batches in [1, 2^20], "
                  "--repeats >= 1, "
                  "--batches_per_size >= 1, --seconds_per_point >= 0, "
@@ -188,8 +176,7 @@ int Main(int argc, char **argv) {
   }
   for (int64_t b : batch_sizes) {
     if (b * 4 > id_space) {
-      std::cerr
-          << "sparse_bench: --id_space must be at least 4x the largest batch\n";
+      std::cerr << "sparse_bench: --id_space must be at least 4x the largest batch\n";
       return kExitBadFlags;
     }
   }
@@ -245,7 +232,7 @@ int Main(int argc, char **argv) {
     }
     tables.push_back(std::move(*table));
     const std::string emb = absl::StrCat("emb_d", dim);
-    VariableSpecProto *spec = create.add_variables();
+    VariableSpecProto* spec = create.add_variables();
     spec->set_name(emb);
     spec->set_dtype(DT_FLOAT32);
     spec->set_kind(HASH_TABLE);
@@ -261,30 +248,29 @@ int Main(int argc, char **argv) {
         absl::flat_hash_set<uint64_t> seen;
         while (static_cast<int64_t>(b.ids.size()) < n) {
           const uint64_t id = Scramble(static_cast<uint64_t>(zipf.Sample(rng)));
-          if (seen.insert(id).second)
-            b.ids.push_back(id);
+          if (seen.insert(id).second) b.ids.push_back(id);
         }
         b.grads.assign(static_cast<size_t>(n * dim), 1e-3f);
         b.out.resize(b.grads.size());
         const std::string ids = EncodeRowIds(absl::MakeConstSpan(b.ids));
-        RowIds *lookup = b.lookup.add_lookups();
+        RowIds* lookup = b.lookup.add_lookups();
         lookup->set_name(emb);
         lookup->set_ids(ids);
-        SparseGradient *g = b.update.add_sparse();
+        SparseGradient* g = b.update.add_sparse();
         g->set_name(emb);
         g->set_ids(ids);
         EncodeTensor(Shape{n, dim}, b.grads, g->mutable_rows());
         p.batches.push_back(std::move(b));
       }
       const std::string dense = absl::StrCat("dense_d", dim, "_n", n);
-      VariableSpecProto *d = create.add_variables();
+      VariableSpecProto* d = create.add_variables();
       d->set_name(dense);
       d->set_dtype(DT_FLOAT32);
       d->add_shape(n * dim);
       d->mutable_initializer()->set_type("zeros");
       *d->mutable_optimizer() = adagrad;
       p.dense_pull.add_names(dense);
-      NamedTensor *grad = p.dense_push.add_gradients();
+      NamedTensor* grad = p.dense_push.add_gradients();
       grad->set_name(dense);
       EncodeTensor(Shape{n * dim}, p.batches[0].grads, grad->mutable_tensor());
       points.push_back(std::move(p));
@@ -297,62 +283,61 @@ int Main(int argc, char **argv) {
   }
 
   std::vector<int64_t> steps(dims.size(),
-                             0); // per table: Adagrad's update count
-  auto make_path = [&](Path path, Point &p, size_t table_index) -> TwoHalves {
-    HashTable *table = tables[table_index].get();
-    int64_t *step = &steps[table_index];
+                             0);  // per table: Adagrad's update count
+  auto make_path = [&](Path path, Point& p, size_t table_index) -> TwoHalves {
+    HashTable* table = tables[table_index].get();
+    int64_t* step = &steps[table_index];
     const int64_t want = p.batch * p.dim * 4;
-    auto check = [want](const PullResponse &r, bool rows) -> absl::Status {
-      const auto &t = rows ? r.rows() : r.tensors();
-      if (t.size() != 1 ||
-          static_cast<int64_t>(t[0].tensor().data().size()) != want) {
+    auto check = [want](const PullResponse& r, bool rows) -> absl::Status {
+      const auto& t = rows ? r.rows() : r.tensors();
+      if (t.size() != 1 || static_cast<int64_t>(t[0].tensor().data().size()) != want) {
         return absl::InternalError("pull returned the wrong size");
       }
       return absl::OkStatus();
     };
     switch (path) {
-    case kTable:
-      return {[&p, table](int i) {
-                Batch &b = p.batches[i];
-                table->Lookup(b.ids, absl::MakeSpan(b.out));
-                return absl::OkStatus();
-              },
-              [&p, table, step](int i) {
-                Batch &b = p.batches[i];
-                table->ApplyGradients(++*step, b.ids, b.grads);
-                return absl::OkStatus();
-              }};
-    case kStore:
-      return {[&p, &store, check](int i) {
-                PullResponse r;
-                absl::Status s = store.Pull(p.batches[i].lookup, &r);
-                return s.ok() ? check(r, true) : s;
-              },
-              [&p, &store](int i) {
-                PushResponse r;
-                return store.Push(p.batches[i].update, &r);
-              }};
-    case kRpcSparse:
-      return {[&p, &client, check](int i) {
-                PullResponse r;
-                absl::Status s = client.Pull(p.batches[i].lookup, &r);
-                return s.ok() ? check(r, true) : s;
-              },
-              [&p, &client](int i) {
-                PushResponse r;
-                return client.Push(p.batches[i].update, &r);
-              }};
-    case kRpcDense:
-    default:
-      return {[&p, &client](int) {
-                PushResponse r;
-                return client.Push(p.dense_push, &r);
-              },
-              [&p, &client, check](int) {
-                PullResponse r;
-                absl::Status s = client.Pull(p.dense_pull, &r);
-                return s.ok() ? check(r, false) : s;
-              }};
+      case kTable:
+        return {[&p, table](int i) {
+                  Batch& b = p.batches[i];
+                  table->Lookup(b.ids, absl::MakeSpan(b.out));
+                  return absl::OkStatus();
+                },
+                [&p, table, step](int i) {
+                  Batch& b = p.batches[i];
+                  table->ApplyGradients(++*step, b.ids, b.grads);
+                  return absl::OkStatus();
+                }};
+      case kStore:
+        return {[&p, &store, check](int i) {
+                  PullResponse r;
+                  absl::Status s = store.Pull(p.batches[i].lookup, &r);
+                  return s.ok() ? check(r, true) : s;
+                },
+                [&p, &store](int i) {
+                  PushResponse r;
+                  return store.Push(p.batches[i].update, &r);
+                }};
+      case kRpcSparse:
+        return {[&p, &client, check](int i) {
+                  PullResponse r;
+                  absl::Status s = client.Pull(p.batches[i].lookup, &r);
+                  return s.ok() ? check(r, true) : s;
+                },
+                [&p, &client](int i) {
+                  PushResponse r;
+                  return client.Push(p.batches[i].update, &r);
+                }};
+      case kRpcDense:
+      default:
+        return {[&p, &client](int) {
+                  PushResponse r;
+                  return client.Push(p.dense_push, &r);
+                },
+                [&p, &client, check](int) {
+                  PullResponse r;
+                  absl::Status s = client.Pull(p.dense_pull, &r);
+                  return s.ok() ? check(r, false) : s;
+                }};
     }
   };
 
@@ -360,15 +345,12 @@ int Main(int argc, char **argv) {
   std::cerr << "warm-up\n";
   for (size_t i = 0; i < points.size(); ++i) {
     for (int path = 0; path < kNumPaths; ++path) {
-      const TwoHalves h =
-          make_path(static_cast<Path>(path), points[i], i / batch_sizes.size());
+      const TwoHalves h = make_path(static_cast<Path>(path), points[i], i / batch_sizes.size());
       for (int k = 0; k < per_size; ++k) {
         absl::Status s = h.first(k);
-        if (s.ok())
-          s = h.second(k);
+        if (s.ok()) s = h.second(k);
         if (!s.ok()) {
-          std::cerr << "sparse_bench: warm-up " << kPathNames[path] << ": " << s
-                    << "\n";
+          std::cerr << "sparse_bench: warm-up " << kPathNames[path] << ": " << s << "\n";
           return 1;
         }
       }
@@ -378,50 +360,45 @@ int Main(int argc, char **argv) {
   for (int r = 0; r < repeats; ++r) {
     std::cerr << "repeat " << (r + 1) << "/" << repeats << "\n";
     for (size_t i = 0; i < points.size(); ++i) {
-      Point &p = points[i];
+      Point& p = points[i];
       const double rows = static_cast<double>(p.batch);
       const double bytes = 2.0 * static_cast<double>(p.payload_bytes());
       for (int path = 0; path < kNumPaths; ++path) {
-        const TwoHalves h =
-            make_path(static_cast<Path>(path), p, i / batch_sizes.size());
+        const TwoHalves h = make_path(static_cast<Path>(path), p, i / batch_sizes.size());
         absl::StatusOr<Timing> t = Measure(h, per_size, seconds);
         if (!t.ok()) {
-          std::cerr << "sparse_bench: " << kPathNames[path] << " dim " << p.dim
-                    << " batch " << p.batch << ": " << t.status() << "\n";
+          std::cerr << "sparse_bench: " << kPathNames[path] << " dim " << p.dim << " batch "
+                    << p.batch << ": " << t.status() << "\n";
           return 1;
         }
         const double n = static_cast<double>(t->iterations);
         // rows/s of each half; for rpc_sparse and rpc_dense also GB/s of
         // the round trip, kept in figures[path][1] for rpc_dense.
-        double first = n * rows / t->first_seconds,
-               second = n * rows / t->second_seconds;
+        double first = n * rows / t->first_seconds, second = n * rows / t->second_seconds;
         if (path == kRpcDense) {
-          first = second =
-              n * bytes / (t->first_seconds + t->second_seconds) / 1e9;
+          first = second = n * bytes / (t->first_seconds + t->second_seconds) / 1e9;
         }
         if (path == kRpcSparse) {
-          p.sparse_gbps.push_back(n * bytes /
-                                  (t->first_seconds + t->second_seconds) / 1e9);
+          p.sparse_gbps.push_back(n * bytes / (t->first_seconds + t->second_seconds) / 1e9);
         }
         p.figures[path][0].push_back(first);
         p.figures[path][1].push_back(second);
       }
-      p.sparse_over_dense.push_back(p.sparse_gbps.back() /
-                                    p.figures[kRpcDense][0].back());
+      p.sparse_over_dense.push_back(p.sparse_gbps.back() / p.figures[kRpcDense][0].back());
     }
   }
 
   const std::string date = bench::UtcNow();
   const std::string cpu = bench::CpuModel();
   const unsigned cores = std::thread::hardware_concurrency();
-  std::cout << absl::StrFormat("Machine: %u CPUs, %s. Date: %s. Median of %d "
-                               "interleaved repeats, %.2f s per point.\n"
-                               "Hash table (Adagrad), Zipf(%.2f) ids over %d, "
-                               "rows resident. Mrows/s = 1e6 rows/s, one "
-                               "client thread; GB/s = 2 * batch * dim * 4 B "
-                               "per lookup+update round trip.\n\n",
-                               cores, cpu, date, repeats, seconds, exponent,
-                               id_space);
+  std::cout << absl::StrFormat(
+      "Machine: %u CPUs, %s. Date: %s. Median of %d "
+      "interleaved repeats, %.2f s per point.\n"
+      "Hash table (Adagrad), Zipf(%.2f) ids over %d, "
+      "rows resident. Mrows/s = 1e6 rows/s, one "
+      "client thread; GB/s = 2 * batch * dim * 4 B "
+      "per lookup+update round trip.\n\n",
+      cores, cpu, date, repeats, seconds, exponent, id_space);
   std::cout << "| dim | batch | rows payload | table lookup Mrows/s | table "
                "Adagrad Mrows/s | "
                "store lookup Mrows/s | store Adagrad Mrows/s | RPC lookup "
@@ -430,49 +407,43 @@ int Main(int argc, char **argv) {
                "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::vector<std::string> json_points;
   double target_lookup = -1, target_ratio = -1;
-  for (const Point &p : points) {
+  for (const Point& p : points) {
     double m[kNumPaths][2];
     for (int path = 0; path < kNumPaths; ++path) {
-      for (int h = 0; h < 2; ++h)
-        m[path][h] = Median(p.figures[path][h]);
+      for (int h = 0; h < 2; ++h) m[path][h] = Median(p.figures[path][h]);
     }
     const double ratio = Median(p.sparse_over_dense);
     const double sparse_gbps = Median(p.sparse_gbps);
     std::cout << absl::StrFormat(
         "| %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | "
         "%.3f | %.2f |\n",
-        p.dim, p.batch, bench::SizeLabel(p.payload_bytes()), m[kTable][0] / 1e6,
-        m[kTable][1] / 1e6, m[kStore][0] / 1e6, m[kStore][1] / 1e6,
-        m[kRpcSparse][0] / 1e6, m[kRpcSparse][1] / 1e6, sparse_gbps,
-        m[kRpcDense][0], ratio);
+        p.dim, p.batch, bench::SizeLabel(p.payload_bytes()), m[kTable][0] / 1e6, m[kTable][1] / 1e6,
+        m[kStore][0] / 1e6, m[kStore][1] / 1e6, m[kRpcSparse][0] / 1e6, m[kRpcSparse][1] / 1e6,
+        sparse_gbps, m[kRpcDense][0], ratio);
     if (p.dim == kTargetDim && p.batch == kTargetBatch) {
       target_lookup = m[kTable][0];
       target_ratio = ratio;
     }
-    std::vector<std::string> f = {
-        absl::StrCat("\"dim\": ", p.dim), absl::StrCat("\"batch\": ", p.batch),
-        absl::StrCat("\"row_payload_bytes\": ", p.payload_bytes())};
-    const char *halves[kNumPaths][2] = {
-        {"table_lookup_rows_per_sec", "table_adagrad_rows_per_sec"},
-        {"store_lookup_rows_per_sec", "store_adagrad_rows_per_sec"},
-        {"rpc_lookup_rows_per_sec", "rpc_adagrad_rows_per_sec"},
-        {"rpc_dense_gbps", nullptr}};
+    std::vector<std::string> f = {absl::StrCat("\"dim\": ", p.dim),
+                                  absl::StrCat("\"batch\": ", p.batch),
+                                  absl::StrCat("\"row_payload_bytes\": ", p.payload_bytes())};
+    const char* halves[kNumPaths][2] = {{"table_lookup_rows_per_sec", "table_adagrad_rows_per_sec"},
+                                        {"store_lookup_rows_per_sec", "store_adagrad_rows_per_sec"},
+                                        {"rpc_lookup_rows_per_sec", "rpc_adagrad_rows_per_sec"},
+                                        {"rpc_dense_gbps", nullptr}};
     for (int path = 0; path < kNumPaths; ++path) {
       for (int h = 0; h < 2; ++h) {
-        if (halves[path][h] == nullptr)
-          continue;
-        f.push_back(
-            absl::StrFormat("\"%s\": %.6g", halves[path][h], m[path][h]));
+        if (halves[path][h] == nullptr) continue;
+        f.push_back(absl::StrFormat("\"%s\": %.6g", halves[path][h], m[path][h]));
         f.push_back(absl::StrFormat("\"%s_repeats\": %s", halves[path][h],
                                     JsonNumbers(p.figures[path][h])));
       }
     }
     f.push_back(absl::StrFormat("\"rpc_sparse_gbps\": %.6g", sparse_gbps));
-    f.push_back(absl::StrFormat("\"rpc_sparse_gbps_repeats\": %s",
-                                JsonNumbers(p.sparse_gbps)));
+    f.push_back(absl::StrFormat("\"rpc_sparse_gbps_repeats\": %s", JsonNumbers(p.sparse_gbps)));
     f.push_back(absl::StrFormat("\"sparse_over_dense\": %.6g", ratio));
-    f.push_back(absl::StrFormat("\"sparse_over_dense_repeats\": %s",
-                                JsonNumbers(p.sparse_over_dense)));
+    f.push_back(
+        absl::StrFormat("\"sparse_over_dense_repeats\": %s", JsonNumbers(p.sparse_over_dense)));
     json_points.push_back(absl::StrCat("    {", absl::StrJoin(f, ", "), "}"));
   }
 
@@ -484,8 +455,7 @@ int Main(int argc, char **argv) {
         "\nTargets (dim %d, batch %d): in-process lookups %.2f Mrows/s per "
         "core (target >= 10): "
         "%s; RPC sparse / dense GB/s %.2f (target >= 0.60): %s\n",
-        kTargetDim, kTargetBatch, target_lookup / 1e6,
-        lookup_met ? "MET" : "MISSED", target_ratio,
+        kTargetDim, kTargetBatch, target_lookup / 1e6, lookup_met ? "MET" : "MISSED", target_ratio,
         ratio_met ? "MET" : "MISSED");
     targets.push_back(
         absl::StrFormat("    {\"name\": \"in-process lookups, dim 64, batch "
@@ -506,9 +476,8 @@ int Main(int argc, char **argv) {
         ",\n  \"nproc\": ", cores, ",\n  \"cpu_model\": ", JsonString(cpu),
         ",\n  \"repeats\": ", repeats, ",\n  \"seconds_per_point\": ", seconds,
         ",\n  \"id_space\": ", id_space, ",\n  \"zipf_exponent\": ", exponent,
-        ",\n  \"optimizer\": \"adagrad\",\n  \"points\": [\n",
-        absl::StrJoin(json_points, ",\n"), "\n  ],\n  \"targets\": [\n",
-        absl::StrJoin(targets, ",\n"), "\n  ]\n}\n");
+        ",\n  \"optimizer\": \"adagrad\",\n  \"points\": [\n", absl::StrJoin(json_points, ",\n"),
+        "\n  ],\n  \"targets\": [\n", absl::StrJoin(targets, ",\n"), "\n  ]\n}\n");
     if (absl::Status s = WriteFileAtomically(json_path, json); !s.ok()) {
       std::cerr << "sparse_bench: --output_json: " << s << "\n";
       return 1;
@@ -518,7 +487,7 @@ int Main(int argc, char **argv) {
   return 0;
 }
 
-} // namespace
-} // namespace pscluster
+}  // namespace
+}  // namespace pscluster
 
-int main(int argc, char **argv) { return pscluster::Main(argc, argv); }
+int main(int argc, char** argv) { return pscluster::Main(argc, argv); }
