@@ -1,9 +1,9 @@
 #include "coordinator/core/closure_dispatch.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -87,8 +87,8 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
     if (batch.empty()) return;
     RunBatch(worker, options, batch, &status, &responses);
 
-    bool failed = false;         // a closure failed for good: the queue is stopped
-    bool retried = false;        // some closure goes back to the queue
+    bool failed = false;   // a closure failed for good: the queue is stopped
+    bool retried = false;  // some closure goes back to the queue
     bool worker_unavailable = false;
     bool lost_job = false;
     int backoff_attempts = 1;
@@ -105,9 +105,9 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       const bool ps_outage =
           (options.ps_failed && options.ps_failed()) || (RetryableClosureError(s) && IsPsError(s));
       if (!ps_outage) ++c.attempts;
-      const std::string what = absl::StrCat(ModeName(options.mode), " closure ", c.id, " (epoch ",
-                                            c.split.epoch() + 1, ", examples [", c.split.begin(),
-                                            ", ", c.split.end(), "))");
+      const std::string what =
+          absl::StrCat(ModeName(options.mode), " closure ", c.id, " (epoch ", c.split.epoch() + 1,
+                       ", examples [", c.split.begin(), ", ", c.split.end(), "))");
       if (!RetryableClosureError(s) || c.attempts >= options.max_attempts) {
         if (!failed) {
           queue->Fail(absl::Status(s.code(), absl::StrCat(what, " failed after ", c.attempts,
