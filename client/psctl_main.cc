@@ -8,9 +8,11 @@
 //   psctl cancel JOB_ID --coordinator HOST:PORT
 //   psctl describe JOB_ID --coordinator HOST:PORT   variable layout and PS load
 //   psctl list --coordinator HOST:PORT
+//   psctl checkpoint verify DIR [--ps N]   lists checkpoints, restores the newest good one
 //
-// Exit codes: 0 success, 1 the job or an RPC failed, 2 bad input (usage,
-// job spec, missing data file), 130 interrupted by SIGINT/SIGTERM.
+// Exit codes: 0 success, 1 the job or an RPC failed (checkpoint verify: no
+// checkpoint restores), 2 bad input (usage, job spec, missing data file or
+// directory), 130 interrupted by SIGINT/SIGTERM.
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
@@ -23,9 +25,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "client/checkpoint_verify.h"
 #include "client/job_watch.h"
 #include "client/describe.h"
 #include "client/local_run.h"
@@ -37,7 +41,9 @@
 #include "protos/coordinator.grpc.pb.h"
 #include "rpc/rpc_util.h"
 
-ABSL_FLAG(int32_t, ps, 2, "local: number of ps_server processes");
+ABSL_FLAG(int32_t, ps, 2,
+          "local: number of ps_server processes; checkpoint verify: PS to restore into "
+          "(default: as many as saved the checkpoint)");
 ABSL_FLAG(int32_t, workers, 2, "local: number of worker_server processes");
 ABSL_FLAG(std::string, output, "text",
           "text (progress and a summary) or json (one JSON object on stdout at the end)");
@@ -78,6 +84,7 @@ constexpr char kUsage[] = R"(usage:
   psctl cancel JOB_ID --coordinator HOST:PORT
   psctl describe JOB_ID --coordinator HOST:PORT [--output text|json]
   psctl list --coordinator HOST:PORT [--output text|json]
+  psctl checkpoint verify DIR [--ps N] [--output text|json]
 )";
 
 int Usage(const std::string& problem) {
@@ -286,12 +293,48 @@ int Describe(const std::vector<char*>& args, Coordinator::Stub* stub, OutputForm
   return kExitOk;
 }
 
+// `checkpoint verify DIR`: exit 0 when a checkpoint restored, 1 when none
+// did, 2 for bad usage or a missing directory.
+// `ps_given`: --ps was on the command line (its default serves `local`).
+int CheckpointVerify(const std::vector<char*>& args, OutputFormat output, bool ps_given) {
+  if (args.size() != 4 || std::string(args[2]) != "verify") {
+    return Usage("checkpoint takes: verify DIR");
+  }
+  CheckpointVerifyOptions options;
+  options.dir = args[3];
+  if (ps_given) {
+    options.num_ps = absl::GetFlag(FLAGS_ps);
+    if (options.num_ps < 1) return Usage("--ps must be at least 1");
+  }
+  absl::StatusOr<CheckpointVerifyReport> report = VerifyCheckpointDir(options);
+  if (!report.ok()) {
+    std::fprintf(stderr, "psctl: %s\n", std::string(report.status().message()).c_str());
+    return kExitUsage;
+  }
+  if (output == OutputFormat::kJson) {
+    std::printf("%s\n", CheckpointVerifyJson(*report).dump().c_str());
+  } else {
+    std::printf("%s", FormatCheckpointVerify(*report).c_str());
+  }
+  if (!report->restored) {
+    std::fprintf(stderr, "psctl: no checkpoint restores: %s\n", report->error.c_str());
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   // Flag names cannot hold '-'; accept the common spelling of this one.
   static char kNoRestart[] = "--no_restart";
+  // This Abseil keeps CommandLineFlag::IsSpecifiedOnCommandLine private.
+  bool ps_given = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--no-restart") argv[i] = kNoRestart;
+    const std::string arg = argv[i];
+    if (arg == "--no-restart") argv[i] = kNoRestart;
+    if (arg == "--") break;
+    ps_given |= arg == "--ps" || arg == "-ps" || absl::StartsWith(arg, "--ps=") ||
+                absl::StartsWith(arg, "-ps=");
   }
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("");
@@ -299,6 +342,7 @@ int Main(int argc, char** argv) {
   if (command == "local") return RunLocal(args);
   OutputFormat output;
   if (!ParseOutput(&output)) return Usage("--output must be text or json");
+  if (command == "checkpoint") return CheckpointVerify(args, output, ps_given);
   if (command != "submit" && command != "status" && command != "watch" && command != "cancel" &&
       command != "list" && command != "describe") {
     return Usage(absl::StrCat("unknown command '", command, "'"));
