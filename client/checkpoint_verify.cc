@@ -125,9 +125,10 @@ absl::Status Restore(const JobSpec& spec, CheckpointVerifyReport* report) {
   for (CheckpointDirEntry& e : report->checkpoints) {
     e.restored = e.id == report->restored_id;
     // A newer checkpoint whose files verify but that RestoreLatest passed
-    // over (a malformed record under a matching checksum).
+    // over: it does not fit the layout (a variable or rows missing, e.g. saved
+    // from a PS that had restarted empty) or holds a malformed record.
     if (e.committed && e.id > report->restored_id && e.problem.empty()) {
-      e.problem = "the restore passed over it (DATA_LOSS past the file checks)";
+      e.problem = "the restore passed over it (its contents do not restore)";
     }
   }
   return absl::OkStatus();

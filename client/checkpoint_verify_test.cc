@@ -114,7 +114,7 @@ struct Job {
     CheckpointManifest m;
     m.set_global_step(step);
     m.set_epoch(step / 100);
-    absl::StatusOr<CheckpointManifest> saved = manager.Save(ps, m);
+    absl::StatusOr<CheckpointManifest> saved = manager.Save(ps, {}, m);
     EXPECT_TRUE(saved.ok()) << saved.status();
     return saved.ok() ? *saved : m;
   }
@@ -266,12 +266,12 @@ TEST(CheckpointVerifyTest, FallsBackPastACheckpointOfAnEmptyPs) {
   EXPECT_EQ(r->restored_id, 0);
   ASSERT_EQ(r->checkpoints.size(), 2u);
   EXPECT_TRUE(r->checkpoints[0].files_verified);
-  EXPECT_EQ(r->checkpoints[0].problem, "the restore passed over it (DATA_LOSS past the file checks)");
+  EXPECT_EQ(r->checkpoints[0].problem, "the restore passed over it (its contents do not restore)");
 }
 
 // The same with whole variables on the empty PS: they are absent from the
-// checkpoint (FAILED_PRECONDITION, not DATA_LOSS), where RestoreLatest —
-// and the coordinator's recovery — stop.
+// checkpoint (FAILED_PRECONDITION, not DATA_LOSS); RestoreLatest passes over
+// that checkpoint too.
 TEST(CheckpointVerifyTest, ReportsACommittedCheckpointThatDoesNotRestore) {
   const std::string dir = FreshDir("empty-ps-whole");
   WriteJobLog(dir, kWholeSpec);
@@ -280,15 +280,17 @@ TEST(CheckpointVerifyTest, ReportsACommittedCheckpointThatDoesNotRestore) {
   job.Save(10);
   job.RestartEmpty(1);
   job.Save(20);
+  // The newer checkpoint lacks PS 1's variables: restoring falls back to the
+  // older, complete one.
   absl::StatusOr<CheckpointVerifyReport> r = VerifyCheckpointDir({dir, 0});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->restored);
-  EXPECT_THAT(r->error, HasSubstr("is not in the checkpoint"));
+  EXPECT_TRUE(r->restored);
+  EXPECT_EQ(r->restored_id, 0);
   ASSERT_EQ(r->checkpoints.size(), 2u);
   EXPECT_TRUE(r->checkpoints[0].files_verified);
-  EXPECT_THAT(r->checkpoints[0].problem, HasSubstr("restoring checkpoint 1 on PS 1"));
+  EXPECT_THAT(r->checkpoints[0].problem, HasSubstr("passed over"));
   EXPECT_EQ(r->checkpoints[1].problem, "");
-  EXPECT_THAT(FormatCheckpointVerify(*r), HasSubstr("NOT RESTORABLE (its files verify): restoring checkpoint 1"));
+  EXPECT_THAT(FormatCheckpointVerify(*r), HasSubstr("NOT RESTORABLE (its files verify)"));
 }
 
 TEST(CheckpointVerifyTest, NeedsAJobLogAndACommittedCheckpoint) {

@@ -57,8 +57,9 @@ std::vector<CheckpointManifest> CheckpointManager::List() const {
   return out;
 }
 
-absl::StatusOr<CheckpointManifest> CheckpointManager::Save(const std::vector<PsClient*>& ps,
-                                                           CheckpointManifest manifest) {
+absl::StatusOr<CheckpointManifest> CheckpointManager::Save(
+    const std::vector<PsClient*>& ps, const std::vector<int>& expected_variables,
+    CheckpointManifest manifest) {
   // The next id is past every directory, committed or torn.
   int64_t next = 0;
   std::error_code ec;
@@ -92,6 +93,11 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::Save(const std::vector<PsC
       return absl::Status(status[p].code(),
                           absl::StrCat("checkpoint ", next, ": PS ", p, ": ", status[p].message()));
     }
+    if (p < expected_variables.size() && saved[p].variables() < expected_variables[p]) {
+      return absl::AbortedError(absl::StrCat("checkpoint ", next, ": PS ", p, " saved ",
+                                             saved[p].variables(), " variables of ",
+                                             expected_variables[p], ": it restarted and lost them"));
+    }
   }
   manifest.set_format_version(kFormatVersion);
   manifest.set_job_id(job_id_);
@@ -122,6 +128,9 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::Save(const std::vector<PsC
       continue;
     }
     if (std::find(keep_ids.begin(), keep_ids.end(), id) == keep_ids.end()) {
+      // The MANIFEST goes first: a crash mid-delete leaves a torn directory,
+      // never a committed one with missing files.
+      std::filesystem::remove(entry.path() / "MANIFEST", ec);
       std::filesystem::remove_all(entry.path(), ec);
     }
   }
@@ -154,12 +163,18 @@ absl::Status CheckpointManager::Restore(const CheckpointManifest& manifest, cons
 
 absl::StatusOr<CheckpointManifest> CheckpointManager::RestoreLatest(
     const VariablePlan& plan, const std::vector<PsClient*>& ps) const {
+  absl::Status unusable;
   for (const CheckpointManifest& m : List()) {
     absl::Status s = Restore(m, plan, ps);
     if (s.ok()) return m;
+    if (absl::IsFailedPrecondition(s)) {
+      if (unusable.ok()) unusable = s;  // the newest one's reason
+      continue;
+    }
     if (!absl::IsDataLoss(s) && !absl::IsNotFound(s)) return s;
     // A damaged checkpoint: try the one before it.
   }
+  if (!unusable.ok()) return unusable;
   return absl::NotFoundError(absl::StrCat("no complete checkpoint in ", dir_));
 }
 

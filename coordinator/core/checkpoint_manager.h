@@ -36,7 +36,11 @@ class CheckpointManager {
   // (epoch, finished splits, global step, history), and gets id, files and
   // time filled in. REQUIRES: no push is in flight. Returns the committed
   // manifest.
+  // `expected_variables[p]` is how many variables PS p must save (its part
+  // of the layout); a PS that saves fewer restarted and lost them, and the
+  // checkpoint is not committed (ABORTED).
   absl::StatusOr<CheckpointManifest> Save(const std::vector<PsClient*>& ps,
+                                          const std::vector<int>& expected_variables,
                                           CheckpointManifest manifest);
 
   // Committed checkpoints, newest first (manifests that parse; their files
@@ -47,8 +51,11 @@ class CheckpointManager {
   absl::Status Restore(const CheckpointManifest& manifest, const VariablePlan& plan,
                        const std::vector<PsClient*>& ps) const;
 
-  // Restores the newest checkpoint that verifies. NOT_FOUND when there is
-  // none; other errors (a PS down) as they come.
+  // Restores the newest checkpoint that verifies and fits the layout, falling
+  // back past damaged (DATA_LOSS, NOT_FOUND) and unusable (FAILED_PRECONDITION)
+  // ones. NOT_FOUND when there is none; FAILED_PRECONDITION with the newest
+  // one's reason when some exist but none fits; other errors (a PS down) as
+  // they come.
   absl::StatusOr<CheckpointManifest> RestoreLatest(const VariablePlan& plan,
                                                    const std::vector<PsClient*>& ps) const;
 

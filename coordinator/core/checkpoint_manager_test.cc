@@ -173,7 +173,7 @@ std::string FreshDir(const std::string& name) {
 CheckpointManifest SaveOk(CheckpointManager& m, Cluster& c, int64_t step) {
   CheckpointManifest manifest;
   manifest.set_global_step(step);
-  absl::StatusOr<CheckpointManifest> saved = m.Save(c.ps, manifest);
+  absl::StatusOr<CheckpointManifest> saved = m.Save(c.ps, {}, manifest);
   EXPECT_TRUE(saved.ok()) << saved.status();
   return saved.ok() ? *saved : CheckpointManifest();
 }

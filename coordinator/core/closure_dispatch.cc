@@ -102,13 +102,15 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       }
       // A PS outage is not the closure's fault: it is retried without
       // counting (the coordinator pauses dispatch and recovers the PS).
-      const bool ps_outage =
-          (options.ps_failed && options.ps_failed()) || (RetryableClosureError(s) && IsPsError(s));
+      const bool ps_lost = options.on_ps_lost && IsPsError(s) && absl::IsNotFound(s);
+      if (ps_lost) options.on_ps_lost();
+      const bool ps_outage = ps_lost || (options.ps_failed && options.ps_failed()) ||
+                             (RetryableClosureError(s) && IsPsError(s));
       if (!ps_outage) ++c.attempts;
       const std::string what =
           absl::StrCat(ModeName(options.mode), " closure ", c.id, " (epoch ", c.split.epoch() + 1,
                        ", examples [", c.split.begin(), ", ", c.split.end(), "))");
-      if (!RetryableClosureError(s) || c.attempts >= options.max_attempts) {
+      if ((!RetryableClosureError(s) && !ps_lost) || c.attempts >= options.max_attempts) {
         if (!failed) {
           queue->Fail(absl::Status(s.code(), absl::StrCat(what, " failed after ", c.attempts,
                                                           " attempt(s), last on worker ",

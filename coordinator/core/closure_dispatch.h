@@ -45,6 +45,10 @@ struct DispatchOptions {
   // True while the job knows its PS tasks to be down: failures then do not
   // count as attempts. Null: never.
   std::function<bool()> ps_failed;
+  // Called when a worker reports that a PS lost its variables (NOT_FOUND
+  // from "ps <address>": the PS restarted empty); the closure is retried
+  // without counting. Null: such an error fails the closure.
+  std::function<void()> on_ps_lost;
   // Health checking, both null without it. While *worker_down is set the
   // loop hands this worker nothing; the loop sets it when the worker answers
   // UNAVAILABLE itself. *health_stopped ends the wait.

@@ -6,15 +6,19 @@
 #ifndef PSCLUSTER_COORDINATOR_CORE_HEALTH_CHECKER_H_
 #define PSCLUSTER_COORDINATOR_CORE_HEALTH_CHECKER_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace pscluster {
 
 class HealthChecker {
  public:
   virtual ~HealthChecker() = default;
-  // OK when PS task `index` answers; UNAVAILABLE or DEADLINE_EXCEEDED when not.
-  virtual absl::Status CheckPs(int index) = 0;
+  // PS task `index`'s incarnation (changes when it restarts) when it answers;
+  // UNAVAILABLE or DEADLINE_EXCEEDED when not.
+  virtual absl::StatusOr<uint64_t> CheckPs(int index) = 0;
   // OK when worker `index` answers.
   virtual absl::Status CheckWorker(int index) = 0;
 };

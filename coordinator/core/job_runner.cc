@@ -164,6 +164,11 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   d.retry_backoff = options_.retry_backoff;
   d.setup = &setup_request_;
   d.ps_failed = [this] { return ps_failed_.load(); };
+  d.on_ps_lost = [this] {
+    if (!ps_failed_.exchange(true)) {
+      spdlog::warn("job {}: a PS lost its variables (it restarted); pausing dispatch", job_id_);
+    }
+  };
   if (options_.health != nullptr) {
     d.worker_down = &worker_down_[w];
     d.health_stopped = &stop_health_;

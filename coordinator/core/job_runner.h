@@ -136,6 +136,10 @@ class JobRunner {
   // After a PS failure: waits for every PS, restores the newest checkpoint
   // and rewinds the data position. REQUIRES: no closure in flight.
   absl::Status RecoverFromPsFailure() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until every PS answers its health check, until `deadline`.
+  absl::Status WaitForEveryPs(absl::Time deadline);
+  // Records PS `ps`'s incarnation; true when it changed (the PS restarted).
+  bool NotePsIncarnation(int ps, uint64_t incarnation) ABSL_LOCKS_EXCLUDED(mu_);
   // Restores the newest checkpoint into every PS and takes its position.
   // NOT_FOUND when there is none.
   absl::Status RestorePosition() ABSL_LOCKS_EXCLUDED(mu_);
@@ -176,6 +180,7 @@ class JobRunner {
   // Data position: the epoch in progress and its finished splits.
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<int64_t> finished_splits_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> ps_incarnation_ ABSL_GUARDED_BY(mu_);
   int64_t steps_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
 };

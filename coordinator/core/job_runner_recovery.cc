@@ -76,6 +76,14 @@ absl::Status JobRunner::Prepare() {
                    job_id_, epoch_ + 1, finished_splits_.size());
     }
   }
+  // The PS processes that hold the variables now: a later change of
+  // incarnation means one restarted and lost them.
+  if (options_.health != nullptr) {
+    for (size_t p = 0; p < ps_.size(); ++p) {
+      absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
+      if (incarnation.ok()) NotePsIncarnation(static_cast<int>(p), *incarnation);
+    }
+  }
   JobLogRecord started;
   started.mutable_started()->set_job_id(job_id_);
   started.mutable_started()->set_spec_yaml(spec_.yaml);
@@ -147,7 +155,12 @@ absl::Status JobRunner::Checkpoint() {
     history.set_checkpoints(status_.checkpoints() + 1);
     m.set_epoch_results(history.SerializeAsString());
   }
-  ASSIGN_OR_RETURN(CheckpointManifest committed, checkpoints_->Save(ps_, std::move(m)));
+  std::vector<int> expected;
+  for (const CreateVariablesRequest& r : plan_.per_ps) expected.push_back(r.variables_size());
+  absl::StatusOr<CheckpointManifest> saved = checkpoints_->Save(ps_, expected, std::move(m));
+  if (absl::IsAborted(saved.status())) ps_failed_ = true;  // a PS lost its variables
+  if (!saved.ok()) return saved.status();
+  CheckpointManifest committed = *std::move(saved);
   {
     absl::MutexLock lock(&mu_);
     steps_at_checkpoint_ = committed.global_step();
@@ -169,9 +182,13 @@ void JobRunner::HealthLoop() {
   const absl::Duration interval = absl::Seconds(spec_.fault_tolerance.health_check_interval_s);
   while (!stop_health_) {
     for (size_t p = 0; p < ps_.size() && !ps_failed_; ++p) {
-      absl::Status s = options_.health->CheckPs(static_cast<int>(p));
-      if (!s.ok()) {
-        spdlog::warn("job {}: PS {} is not answering ({}); pausing dispatch", job_id_, p, s.ToString());
+      absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
+      if (!incarnation.ok()) {
+        spdlog::warn("job {}: PS {} is not answering ({}); pausing dispatch", job_id_, p,
+                     incarnation.status().ToString());
+        ps_failed_ = true;
+      } else if (NotePsIncarnation(static_cast<int>(p), *incarnation)) {
+        spdlog::warn("job {}: PS {} restarted (it lost its variables); pausing dispatch", job_id_, p);
         ps_failed_ = true;
       }
     }
@@ -187,41 +204,69 @@ void JobRunner::HealthLoop() {
   }
 }
 
-absl::Status JobRunner::RecoverFromPsFailure() {
-  const absl::Duration timeout = absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s);
-  const absl::Time deadline = absl::Now() + timeout;
+bool JobRunner::NotePsIncarnation(int ps, uint64_t incarnation) {
+  absl::MutexLock lock(&mu_);
+  if (ps_incarnation_.size() < ps_.size()) ps_incarnation_.resize(ps_.size(), 0);
+  const uint64_t before = ps_incarnation_[ps];
+  ps_incarnation_[ps] = incarnation;
+  return before != 0 && before != incarnation;
+}
+
+absl::Status JobRunner::WaitForEveryPs(absl::Time deadline) {
   for (size_t p = 0; p < ps_.size(); ++p) {
     while (true) {
-      absl::Status s = options_.health != nullptr ? options_.health->CheckPs(static_cast<int>(p))
-                                                  : absl::OkStatus();
+      absl::Status s = absl::OkStatus();
+      if (options_.health != nullptr) {
+        absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
+        s = incarnation.status();
+        if (s.ok()) NotePsIncarnation(static_cast<int>(p), *incarnation);
+      }
       if (s.ok()) break;
       if (absl::Now() > deadline) {
-        return absl::UnavailableError(absl::StrCat("PS ", p, " did not come back within ",
-                                                   absl::FormatDuration(timeout), ": ", s.message()));
+        return absl::UnavailableError(absl::StrCat(
+            "PS ", p, " did not come back within ",
+            absl::FormatDuration(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s)), ": ",
+            s.message()));
       }
       absl::SleepFor(absl::Milliseconds(100));
     }
   }
-  const absl::Time back = absl::Now();
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::RecoverFromPsFailure() {
+  const absl::Time deadline =
+      absl::Now() + absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s);
   int64_t steps_before;
   {
     absl::MutexLock lock(&mu_);
     steps_before = status_.steps();
   }
   std::string how;
-  absl::Status restored =
-      checkpoints_ != nullptr ? RestorePosition() : absl::NotFoundError("no checkpoint directory");
-  if (restored.ok()) {
-    how = "restored the newest checkpoint";
-  } else if (absl::IsNotFound(restored)) {
-    // Nothing to roll back to: the PS that lost its variables gets fresh ones.
-    RETURN_IF_ERROR(CreateAll(plan_, ps_));
-    how = absl::StrCat("no checkpoint (", restored.message(),
-                       "): re-created the lost variables from their initializers");
-  } else {
-    return restored;
+  absl::Time back;
+  while (true) {
+    RETURN_IF_ERROR(WaitForEveryPs(deadline));
+    back = absl::Now();
+    // Whatever happens from here on, a failure noticed before the restore
+    // is healed by it.
+    ps_failed_ = false;
+    absl::Status restored =
+        checkpoints_ != nullptr ? RestorePosition() : absl::NotFoundError("no checkpoint directory");
+    if (absl::IsNotFound(restored)) {
+      // Nothing to roll back to: the PS that lost its variables gets fresh ones.
+      restored = CreateAll(plan_, ps_);
+      how = "no checkpoint: re-created the lost variables from their initializers";
+    } else {
+      how = "restored the newest checkpoint";
+    }
+    if (restored.ok()) break;
+    // A PS that died again during the restore: wait for it once more.
+    const bool again = absl::IsUnavailable(restored) || absl::IsDeadlineExceeded(restored) ||
+                       absl::IsAborted(restored) || absl::IsCancelled(restored);
+    if (!again || absl::Now() > deadline) return restored;
+    spdlog::warn("job {}: recovery interrupted ({}); waiting for the PS again", job_id_,
+                 restored.ToString());
   }
-  ps_failed_ = false;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - back);
   int64_t lost;
   {

@@ -297,14 +297,20 @@ std::string FreshDir(const std::string& name) {
 // `Trigger()`.
 class FakeHealth : public HealthChecker {
  public:
-  absl::Status CheckPs(int index) override {
+  absl::StatusOr<uint64_t> CheckPs(int index) override {
     absl::MutexLock lock(&mu_);
     if (index == 0 && down_checks_ > 0) {
       --down_checks_;
       return absl::UnavailableError("connection refused");
     }
-    return absl::OkStatus();
+    return incarnation_[index];
   }
+  // The PS restarted (quickly): a new incarnation, no outage seen.
+  void Restart(int index) {
+    absl::MutexLock lock(&mu_);
+    incarnation_[index] += 100;
+  }
+  uint64_t incarnation_[2] = {1, 2};
   absl::Status CheckWorker(int) override { return absl::OkStatus(); }
   void Trigger(int checks) {
     absl::MutexLock lock(&mu_);
@@ -386,6 +392,20 @@ TEST(JobRunnerCheckpointTest, PsFailureRestoresTheNewestCheckpointAndFinishes) {
   EXPECT_GE(s.lost_steps(), 0);
   EXPECT_EQ(s.steps(), 20);  // the rolled-back steps were run again
   EXPECT_EQ(s.epochs_size(), 2);
+}
+
+TEST(JobRunnerCheckpointTest, AQuicklyRestartedPsIsNoticedByItsIncarnation) {
+  Cluster c;
+  FakeHealth health;
+  JobRunnerOptions o = FastRetries();
+  o.health = &health;
+  c.w0.on_closure_ = [&](int n) {
+    if (n == 5) health.Restart(1);
+  };
+  JobRunner runner("t-1", WithCheckpoints(FreshDir("psrestart"), 3, 2), {&c.ps0, &c.ps1}, {&c.w0}, o);
+  ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
+  EXPECT_EQ(runner.Status().ps_recoveries(), 1);
+  EXPECT_EQ(runner.Status().steps(), 20);
 }
 
 TEST(JobRunnerCheckpointTest, PsThatNeverComesBackFailsTheJob) {

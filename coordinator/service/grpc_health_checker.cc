@@ -12,7 +12,7 @@ GrpcHealthChecker::GrpcHealthChecker(const std::vector<std::string>& ps_addresse
   for (const std::string& a : worker_addresses) workers_.push_back(Worker::NewStub(MakeChannel(a)));
 }
 
-absl::Status GrpcHealthChecker::CheckPs(int index) {
+absl::StatusOr<uint64_t> GrpcHealthChecker::CheckPs(int index) {
   if (index < 0 || index >= static_cast<int>(ps_.size())) {
     return absl::InvalidArgumentError("no such PS");
   }
@@ -20,7 +20,9 @@ absl::Status GrpcHealthChecker::CheckPs(int index) {
   SetDeadline(&ctx, timeout_);
   StatsRequest request;
   StatsResponse response;
-  return FromGrpcStatus(ps_[index]->Stats(&ctx, request, &response));
+  absl::Status s = FromGrpcStatus(ps_[index]->Stats(&ctx, request, &response));
+  if (!s.ok()) return s;
+  return response.incarnation();
 }
 
 absl::Status GrpcHealthChecker::CheckWorker(int index) {

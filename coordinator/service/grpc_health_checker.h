@@ -21,7 +21,7 @@ class GrpcHealthChecker final : public HealthChecker {
                     const std::vector<std::string>& worker_addresses,
                     std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
 
-  absl::Status CheckPs(int index) override;
+  absl::StatusOr<uint64_t> CheckPs(int index) override;
   absl::Status CheckWorker(int index) override;
 
  private:

@@ -1,5 +1,9 @@
 #include "ps/core/variable_store.h"
 
+#include <limits>
+
+#include "absl/random/random.h"
+
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
@@ -93,7 +97,9 @@ float* AllocateTensor(absl::Span<const int64_t> shape, TensorProto* out) {
 
 }  // namespace
 
-VariableStore::VariableStore(Options options) : options_(std::move(options)) {
+VariableStore::VariableStore(Options options)
+    : options_(std::move(options)),
+      incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1, std::numeric_limits<uint64_t>::max())) {
   if (options_.registry) metrics_ = std::make_unique<Metrics>(*options_.registry);
 }
 
@@ -407,6 +413,7 @@ absl::Status VariableStore::Stats(const StatsRequest& /*request*/, StatsResponse
     s->set_slot_bytes(slot_bytes);
   }
   response->set_applied_updates(applied_updates_.load(std::memory_order_relaxed));
+  response->set_incarnation(incarnation_);
   response->set_applied_steps(applied_steps_.load(std::memory_order_relaxed));
   response->set_duplicate_steps(duplicate_steps_.load(std::memory_order_relaxed));
   return absl::OkStatus();

@@ -190,6 +190,9 @@ class VariableStore {
   absl::flat_hash_set<std::pair<int64_t, int64_t>> applied_keys_ ABSL_GUARDED_BY(applied_mu_);
 
   std::atomic<int64_t> applied_updates_{0};
+  // Random per store (per PS process): tells a restarted PS from one that
+  // kept its state (StatsResponse.incarnation).
+  const uint64_t incarnation_;
   std::atomic<int64_t> applied_steps_{0};
   std::atomic<int64_t> duplicate_steps_{0};
 };
