@@ -160,6 +160,9 @@ struct Case {
   int64_t slot_bytes = 0;
   std::vector<std::pair<std::string, int64_t>> rss;  // (moment, bytes)
   int64_t peak = 0;
+  // The 3.3x target is set for dense variables and dim-64 tables; other dims
+  // are shown for contrast (per-row overhead weighs more on narrow rows).
+  bool has_target = true;
   double ratio() const {
     return static_cast<double>(rss.back().second - rss[0].second) /
            static_cast<double>(parameter_bytes);
@@ -335,6 +338,7 @@ int Main(int argc, char** argv) {
       std::cerr << "memory_bench: hash table dim " << dim << ": " << c.status() << "\n";
       return 1;
     }
+    c->has_target = dim == 64;
     cases.push_back(*c);
   }
 
@@ -358,18 +362,21 @@ int Main(int argc, char** argv) {
           absl::StrFormat("{\"at\": %s, \"rss_bytes\": %d}", bench::JsonString(moment), bytes));
     }
     const bool met = c.ratio() <= kTargetRatio;
+    const char* verdict = !c.has_target ? "(no target)" : met ? "MET" : "MISSED";
     std::cout << absl::StrFormat("| %s | %.1f | %.1f | %s | %.2f | %.2f | %s |\n", c.name,
                                  c.parameter_bytes / 1048576.0, c.slot_bytes / 1048576.0,
-                                 absl::StrJoin(steps, " → "), c.ratio(), c.peak_ratio(),
-                                 met ? "MET" : "MISSED");
+                                 absl::StrJoin(steps, " → "), c.ratio(), c.peak_ratio(), verdict);
     json_cases.push_back(absl::StrFormat(
         "    {\"case\": %s, \"parameter_bytes\": %d, "
         "\"slot_bytes\": %d, \"rss\": [%s], "
         "\"peak_rss_bytes\": %d, \"ratio\": %.4f, "
-        "\"peak_ratio\": %.4f, \"target\": \"<= 3.3\", "
+        "\"peak_ratio\": %.4f, \"target\": %s, "
         "\"met\": %s}",
         bench::JsonString(c.name), c.parameter_bytes, c.slot_bytes, absl::StrJoin(json_steps, ", "),
-        c.peak, c.ratio(), c.peak_ratio(), met ? "true" : "false"));
+        c.peak, c.ratio(), c.peak_ratio(), c.has_target ? "\"<= 3.3\"" : "null",
+        !c.has_target ? "null"
+        : met         ? "true"
+                      : "false"));
   }
   const std::string json_path = absl::GetFlag(FLAGS_output_json);
   if (!json_path.empty()) {

@@ -25,6 +25,7 @@
 #include <prometheus/registry.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <iostream>
@@ -62,6 +63,9 @@ ABSL_FLAG(double, zipf_exponent, 1.05, "Zipf exponent of the id distribution.");
 ABSL_FLAG(int, batches_per_size, 4, "Distinct batches per batch size, used in turn.");
 ABSL_FLAG(int, repeats, 3, "Interleaved repeats per point; each cell is their median.");
 ABSL_FLAG(double, seconds_per_point, 0.25, "Time each (repeat, dim, batch, path) runs for.");
+ABSL_FLAG(bool, rpc, true,
+          "false: only the table and store paths, no server (for profiling under callgrind, "
+          "where gRPC cannot connect in time).");
 ABSL_FLAG(std::string, output_json, "", "If set, the results are also written here as JSON.");
 
 namespace pscluster {
@@ -72,6 +76,9 @@ using bench::JsonString;
 using bench::Median;
 
 constexpr int kExitBadFlags = 2;
+
+// NaN for a path that did not run (--rpc=false).
+double MedianOrNan(const std::vector<double>& v) { return v.empty() ? std::nan("") : Median(v); }
 constexpr int kTargetDim = 64;
 constexpr int64_t kTargetBatch = 4096;
 constexpr double kTargetLookupRowsPerSec = 10e6;
@@ -201,13 +208,16 @@ int Main(int argc, char** argv) {
   store_options.registry = registry;
   VariableStore store(store_options);
   ParameterServerService ps_service(&store, registry);
-  auto server = StartServer(ServerOptions(), {&ps_service}, registry);
+  const bool rpc = absl::GetFlag(FLAGS_rpc);
+  const int num_paths = rpc ? kNumPaths : kRpcSparse;
+  absl::StatusOr<std::unique_ptr<RunningServer>> server =
+      rpc ? StartServer(ServerOptions(), {&ps_service}, registry) : nullptr;
   if (!server.ok()) {
     std::cerr << "sparse_bench: ps server: " << server.status() << "\n";
     return 1;
   }
   GrpcPsClient::Options client_options;
-  client_options.target = absl::StrCat("127.0.0.1:", (*server)->port());
+  client_options.target = absl::StrCat("127.0.0.1:", rpc ? (*server)->port() : 1);
   client_options.call_timeout = std::chrono::minutes(5);
   GrpcPsClient client(client_options);
 
@@ -277,7 +287,7 @@ int Main(int argc, char** argv) {
     }
   }
   CreateVariablesResponse created;
-  if (absl::Status s = client.CreateVariables(create, &created); !s.ok()) {
+  if (absl::Status s = store.CreateVariables(create, &created); !s.ok()) {
     std::cerr << "sparse_bench: CreateVariables: " << s << "\n";
     return 1;
   }
@@ -344,7 +354,7 @@ int Main(int argc, char** argv) {
   // Warm-up: every batch through every path once (rows created, channels up).
   std::cerr << "warm-up\n";
   for (size_t i = 0; i < points.size(); ++i) {
-    for (int path = 0; path < kNumPaths; ++path) {
+    for (int path = 0; path < num_paths; ++path) {
       const TwoHalves h = make_path(static_cast<Path>(path), points[i], i / batch_sizes.size());
       for (int k = 0; k < per_size; ++k) {
         absl::Status s = h.first(k);
@@ -363,7 +373,7 @@ int Main(int argc, char** argv) {
       Point& p = points[i];
       const double rows = static_cast<double>(p.batch);
       const double bytes = 2.0 * static_cast<double>(p.payload_bytes());
-      for (int path = 0; path < kNumPaths; ++path) {
+      for (int path = 0; path < num_paths; ++path) {
         const TwoHalves h = make_path(static_cast<Path>(path), p, i / batch_sizes.size());
         absl::StatusOr<Timing> t = Measure(h, per_size, seconds);
         if (!t.ok()) {
@@ -384,7 +394,7 @@ int Main(int argc, char** argv) {
         p.figures[path][0].push_back(first);
         p.figures[path][1].push_back(second);
       }
-      p.sparse_over_dense.push_back(p.sparse_gbps.back() / p.figures[kRpcDense][0].back());
+      if (rpc) p.sparse_over_dense.push_back(p.sparse_gbps.back() / p.figures[kRpcDense][0].back());
     }
   }
 
@@ -410,10 +420,10 @@ int Main(int argc, char** argv) {
   for (const Point& p : points) {
     double m[kNumPaths][2];
     for (int path = 0; path < kNumPaths; ++path) {
-      for (int h = 0; h < 2; ++h) m[path][h] = Median(p.figures[path][h]);
+      for (int h = 0; h < 2; ++h) m[path][h] = MedianOrNan(p.figures[path][h]);
     }
-    const double ratio = Median(p.sparse_over_dense);
-    const double sparse_gbps = Median(p.sparse_gbps);
+    const double ratio = MedianOrNan(p.sparse_over_dense);
+    const double sparse_gbps = MedianOrNan(p.sparse_gbps);
     std::cout << absl::StrFormat(
         "| %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | "
         "%.3f | %.2f |\n",
@@ -483,7 +493,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
-  (*server)->Shutdown();
+  if (rpc) (*server)->Shutdown();
   return 0;
 }
 
