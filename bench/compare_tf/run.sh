@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# pscluster vs TensorFlow ParameterServerStrategy, side by side, on this
+# machine: the Fashion-MNIST MLP on 2 PS x 2 workers for EPOCHS epochs with
+# both systems, plus TF's closure dispatch rate on 1, 2 and 4 workers.
+# Prints a markdown table and writes bench/compare_tf/results.json.
+# Not part of ./run_tests.sh (needs the TF venv: ./setup.sh, ~600 MB, PyPI).
+#
+#   bench/compare_tf/run.sh                 # 3 epochs, ~4 minutes on 2 cores
+#   EPOCHS=2 bench/compare_tf/run.sh
+#   SKIP_BUILD=1 SKIP_DISPATCH=1 bench/compare_tf/run.sh
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+EPOCHS="${EPOCHS:-3}"
+PS="${PS:-2}"
+WORKERS="${WORKERS:-2}"
+DISPATCH_WORKERS="${DISPATCH_WORKERS:-1,2,4}"
+DISPATCH_SECONDS="${DISPATCH_SECONDS:-5}"
+OUT_JSON="${OUT_JSON:-$HERE/results.json}"
+VPY="$HERE/.venv/bin/python"
+
+if [[ ! -x "$VPY" ]]; then
+  "$HERE/setup.sh"
+fi
+
+cd "$ROOT"
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  bazel build //client:psctl //ps:ps_server //worker:worker_server //coordinator:coordinator
+fi
+
+WORK="$(mktemp -d /tmp/compare_tf-run-XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+
+# Same job as examples/fashion_mnist_mlp.yaml, with EPOCHS epochs.
+sed "s/^  epochs: [0-9][0-9]*\$/  epochs: $EPOCHS/" examples/fashion_mnist_mlp.yaml > "$WORK/job.yaml"
+grep -q "^  epochs: $EPOCHS\$" "$WORK/job.yaml" || { echo "run.sh: could not set epochs" >&2; exit 1; }
+
+now() { date +%s.%N; }
+# How busy the CPUs were (all cores, %) over the 2 s before each phase, when
+# none of this script's processes run: other work on the machine (2 cores)
+# skews the figures; it goes into results.json and run.sh warns about it.
+load() {
+  local a b
+  a=$(head -1 /proc/stat); sleep 2; b=$(head -1 /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y); t = 0; for (i = 2; i <= 9; i++) t += y[i] - x[i];
+    idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.1f\n", (t > 0 ? 100 * (t - idle) / t : 0) }' > "$WORK/load.$1"
+}
+
+echo "== pscluster: psctl local ($PS PS x $WORKERS workers, $EPOCHS epochs)" >&2
+load pscluster
+t0=$(now)
+.bazel/bin/client/psctl local "$WORK/job.yaml" --ps "$PS" --workers "$WORKERS" --output json \
+  > "$WORK/pscluster.json"
+t1=$(now)
+echo "$t0 $t1" > "$WORK/pscluster.time"
+
+echo "== TensorFlow: tf_ps_mlp.py train ($PS PS x $WORKERS workers, $EPOCHS epochs)" >&2
+load tf
+t0=$(now)
+"$VPY" "$HERE/tf_ps_mlp.py" train --ps "$PS" --workers "$WORKERS" --epochs "$EPOCHS" \
+  --json "$WORK/tf.json" > /dev/null
+t1=$(now)
+echo "$t0 $t1" > "$WORK/tf.time"
+
+if [[ -z "${SKIP_DISPATCH:-}" ]]; then
+  echo "== TensorFlow: dispatch rate of a no-op closure on $DISPATCH_WORKERS workers" >&2
+  load tf_dispatch
+  "$VPY" "$HERE/tf_ps_mlp.py" dispatch --workers "$DISPATCH_WORKERS" \
+    --seconds "$DISPATCH_SECONDS" --json "$WORK/tf_dispatch.json" > /dev/null
+fi
+
+"$VPY" - "$WORK" "$OUT_JSON" "$EPOCHS" <<'EOF'
+import json, os, platform, subprocess, sys, time
+work, out_path, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def load(name):
+    p = os.path.join(work, name)
+    return json.load(open(p)) if os.path.exists(p) else None
+
+def busy_pct(name):
+    p = os.path.join(work, "load." + name)
+    return float(open(p).read()) if os.path.exists(p) else None
+
+def span(name):
+    a, b = open(os.path.join(work, name)).read().split()
+    return float(b) - float(a)
+
+ps = load("pscluster.json")
+tf = load("tf.json")
+disp = load("tf_dispatch.json")
+if ps.get("state") not in ("SUCCEEDED", None):
+    sys.exit("run.sh: pscluster job ended %s: %s" % (ps.get("state"), ps.get("error")))
+
+from importlib.metadata import version
+rows = [
+    {"system": "pscluster", "examples_per_sec": ps["examples_per_sec"],
+     "eval_accuracy": ps["eval_accuracy"], "examples": ps["examples"],
+     "train_seconds": ps["examples"] / ps["examples_per_sec"],
+     "job_wall_seconds": ps["wall_seconds"], "command_wall_seconds": span("pscluster.time"),
+     "cpu_busy_pct_before": busy_pct("pscluster")},
+    {"system": "TensorFlow %s PSS" % tf["tf_version"], "examples_per_sec": tf["examples_per_sec"],
+     "eval_accuracy": tf["eval_accuracy"], "examples": tf["examples"],
+     "train_seconds": tf["train_seconds"],
+     "job_wall_seconds": tf["process_wall_seconds"], "command_wall_seconds": span("tf.time"),
+     "cpu_busy_pct_before": busy_pct("tf")},
+]
+ratio = ps["examples_per_sec"] / tf["examples_per_sec"]
+acc_diff = ps["eval_accuracy"] - tf["eval_accuracy"]
+
+print("\n| system | examples/s | eval accuracy | train s | wall s (whole command) |")
+print("|---|---:|---:|---:|---:|")
+for r in rows:
+    print("| %s | %.0f | %.4f | %.1f | %.1f |" % (r["system"], r["examples_per_sec"],
+          r["eval_accuracy"], r["train_seconds"], r["command_wall_seconds"]))
+print("| **pscluster / TF** | **%.2fx** | %+.4f | | |" % (ratio, acc_diff))
+print("\nTarget: pscluster >= 3x TF's examples/s at equal accuracy (+-0.01): %s (%.2fx, accuracy %+.4f)"
+      % ("MET" if ratio >= 3 and abs(acc_diff) <= 0.01 else "NOT MET", ratio, acc_diff))
+busy = {n: busy_pct(n) for n in ("pscluster", "tf", "tf_dispatch")
+        if busy_pct(n) is not None and busy_pct(n) > 20.0}
+if busy:
+    print("\nWARNING: other work kept the CPUs busy just before a phase (%% of all %d cores: %s); "
+          "figures are skewed, rerun on an idle machine." % (os.cpu_count(), busy))
+if disp:
+    print("\n| TF dispatch (no-op closure, 1 PS) | closures/s |")
+    print("|---|---:|")
+    for d in disp["dispatch"]:
+        print("| %d worker(s) | %.0f |" % (d["workers"], d["closures_per_sec"]))
+    print("\nTarget: pscluster's dispatch >= 10x these (measured separately).")
+
+result = {
+    "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    "nproc": os.cpu_count(),
+    "machine": platform.machine(),
+    "python": platform.python_version(),
+    "tensorflow": version("tensorflow-cpu"), "numpy": version("numpy"),
+    "epochs": epochs, "cluster": {"ps": tf["ps"], "workers": tf["workers"]},
+    "per_replica_batch": tf["per_replica_batch"], "steps_per_closure": tf["steps_per_closure"],
+    "cpu_busy_pct_before": {n: busy_pct(n) for n in ("pscluster", "tf", "tf_dispatch")},
+    "rows": rows,
+    "throughput_ratio_pscluster_over_tf": ratio,
+    "eval_accuracy_diff_pscluster_minus_tf": acc_diff,
+    "targets": {"throughput_ratio_min": 3.0, "accuracy_tolerance": 0.01,
+                "throughput_met": ratio >= 3 and abs(acc_diff) <= 0.01,
+                "dispatch_ratio_min": 10.0},
+    "pscluster": ps, "tensorflow_train": tf, "tensorflow_dispatch": disp,
+}
+with open(out_path, "w") as f:
+    json.dump(result, f, indent=2)
+print("\nwrote %s" % out_path)
+EOF
