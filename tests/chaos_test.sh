@@ -9,23 +9,14 @@
 # Every process started is stopped by pid on exit; every loop is bounded.
 set -euo pipefail
 
-abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 PSCTL="$(abs "$1")"
 BIN_FLAGS=(--ps_server_bin="$(abs "$2")" --worker_server_bin="$(abs "$3")"
            --coordinator_bin="$(abs "$4")")
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
-STARTED_PIDS=()
-cleanup() {
-  for pid in "${STARTED_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
 
 # write_job FILE CHECKPOINT_DIR
 write_job() {

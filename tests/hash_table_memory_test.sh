@@ -9,7 +9,7 @@
 # by pid on exit.
 set -euo pipefail
 
-abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 PSCTL="$(abs "$1")"
 BIN_FLAGS=(--ps_server_bin="$(abs "$2")" --worker_server_bin="$(abs "$3")"
            --coordinator_bin="$(abs "$4")")
@@ -17,16 +17,7 @@ NUM_EXAMPLES="${5:-2000000}"
 MAX_ROWS=50000
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
-STARTED_PIDS=()
-cleanup() {
-  for pid in "${STARTED_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
 
 # write_job FILE MAX_ROWS_LINE
 write_job() {

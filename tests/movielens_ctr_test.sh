@@ -6,23 +6,17 @@
 # usage: movielens_ctr_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR EXAMPLE_YAML MOVIELENS_CSV
 set -euo pipefail
 
-abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 PSCTL="$(abs "$1")"
 BIN_FLAGS=(--ps_server_bin="$(abs "$2")" --worker_server_bin="$(abs "$3")"
            --coordinator_bin="$(abs "$4")")
 EXAMPLE="$(abs "$5")"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 [[ $# -ge 6 && -r "$6" ]] ||
   fail "data/movielens/movielens.csv is missing: ./setup.sh exports it from r-cran-dslabs"
 CSV="$(abs "$6")"
 
-PID=""
-trap '[[ -z "$PID" ]] || kill -9 "$PID" 2>/dev/null || true' EXIT
 
 # The example as it is, but reading the CSV from where the test finds it.
 sed "s|path: data/movielens/movielens.csv|path: $CSV|" "$EXAMPLE" > "$TMP/movielens_ctr.yaml"
@@ -31,9 +25,9 @@ grep -q "path: $CSV" "$TMP/movielens_ctr.yaml" || fail "could not point the exam
 timeout 600 "$PSCTL" local "$TMP/movielens_ctr.yaml" --ps 2 --workers 2 --describe --output json \
   "${BIN_FLAGS[@]}" > "$TMP/result.json" 2> "$TMP/stderr" &
 PID=$!
+STARTED_PIDS+=("$PID")
 rc=0
 wait "$PID" || rc=$?
-PID=""
 ((rc == 0)) || { tail -30 "$TMP/stderr" >&2; fail "psctl local exited $rc"; }
 
 python3 - "$TMP/result.json" <<'PY' || fail "bad MovieLens result"

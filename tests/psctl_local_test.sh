@@ -16,7 +16,7 @@
 set -euo pipefail
 
 case_name="$1"
-abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 PSCTL="$(abs "$2")"
 PS_SERVER="$(abs "$3")"
 WORKER_SERVER="$(abs "$4")"
@@ -24,19 +24,7 @@ COORDINATOR="$(abs "$5")"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
-# Pids to SIGKILL on exit (psctl, its timeout wrapper, and its children).
-STARTED_PIDS=()
-cleanup() {
-  for pid in "${STARTED_PIDS[@]}"; do
-    kill -9 "$pid" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
 
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
          t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
@@ -114,13 +102,6 @@ watch_children() {
 }
 
 # True if the process is gone (or a zombie nobody has reaped yet).
-gone() {
-  [[ ! -e "/proc/$1/stat" ]] && return 0
-  local state
-  state="$(sed -E 's/^.*\) (.).*$/\1/' "/proc/$1/stat" 2>/dev/null || echo X)"
-  [[ "$state" == Z || "$state" == X ]]
-}
-
 show_logs() {
   echo "--- psctl stdout:" >&2; cat "$TMP/stdout" >&2 || true
   echo "--- psctl stderr:" >&2; cat "$TMP/stderr" >&2 || true

@@ -8,23 +8,17 @@
 # usage: reshard_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR EXAMPLE_YAML MOVIELENS_CSV
 set -euo pipefail
 
-abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 PSCTL="$(abs "$1")"
 BIN_FLAGS=(--ps_server_bin="$(abs "$2")" --worker_server_bin="$(abs "$3")"
            --coordinator_bin="$(abs "$4")")
 EXAMPLE="$(abs "$5")"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 [[ $# -ge 6 && -r "$6" ]] ||
   fail "data/movielens/movielens.csv is missing: ./setup.sh exports it from r-cran-dslabs"
 CSV="$(abs "$6")"
 
-PID=""
-trap '[[ -z "$PID" ]] || kill -9 "$PID" 2>/dev/null || true' EXIT
 
 # run EPOCHS NUM_PS OUT: the example, with its checkpoints in $TMP/ckpt.
 run() {
@@ -33,10 +27,10 @@ run() {
   printf 'checkpoint: {dir: %s, keep: 2}\n' "$TMP/ckpt" >> "$TMP/job.yaml"
   timeout 600 "$PSCTL" local "$TMP/job.yaml" --ps "$2" --workers 2 --describe --output json \
     "${BIN_FLAGS[@]}" > "$3" 2> "$3.err" &
-  PID=$!
+  local pid=$!
+  STARTED_PIDS+=("$pid")
   local rc=0
-  wait "$PID" || rc=$?
-  PID=""
+  wait "$pid" || rc=$?
   ((rc == 0)) || { tail -30 "$3.err" >&2; fail "run on $2 PS exited $rc"; }
 }
 
