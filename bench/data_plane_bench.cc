@@ -45,6 +45,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench.grpc.pb.h"
+#include "bench/bench_util.h"
 #include "common/tensor.h"
 #include "protos/ps.pb.h"
 #include "ps/core/variable_store.h"
@@ -241,44 +242,10 @@ absl::StatusOr<double> MeasureGBps(int64_t bytes, const RoundTripFn& round_trip,
   return 2.0 * static_cast<double>(bytes) * static_cast<double>(iterations) / elapsed / 1e9;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string SizeLabel(int64_t bytes) {
-  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return absl::StrCat(bytes >> 20, " MiB");
-  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return absl::StrCat(bytes >> 10, " KiB");
-  return absl::StrCat(bytes, " B");
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+using bench::CpuModel;
+using bench::JsonString;
+using bench::Median;
+using bench::SizeLabel;
 
 struct Point {
   int64_t bytes = 0;
