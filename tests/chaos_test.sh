@@ -20,13 +20,15 @@ DATA=/usr/share/datasets/fashion-mnist
 
 # write_job FILE CHECKPOINT_DIR
 write_job() {
+  # Softmax regression: a convex model whose final accuracy hardly depends on
+  # the order of asynchronous updates (runs differ by ~0.1 %), so the 1 %
+  # comparison measures lost or doubled work, not scheduling noise.
   cat > "$1" <<YAML
 name: chaos
 seed: 11
 model:
   inputs: {dense: 784}
   layers:
-    - dense: {units: 64, activation: relu}
     - dense: {units: 10}
 optimizer: {type: adam, learning_rate: 0.0005}
 data:
@@ -37,7 +39,7 @@ data:
     images: $DATA/t10k-images-idx3-ubyte.gz
     labels: $DATA/t10k-labels-idx1-ubyte.gz
   per_replica_batch: 64
-train: {epochs: 8, steps_per_closure: 10, closures_per_worker: 1}
+train: {epochs: 24, steps_per_closure: 10, closures_per_worker: 1}
 checkpoint: {dir: $2, every_steps: 150, keep: 3}
 fault_tolerance: {max_attempts: 50, ps_recovery_timeout_s: 60, health_check_interval_s: 0.2}
 YAML
