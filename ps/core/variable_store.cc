@@ -8,6 +8,7 @@
 #include <prometheus/registry.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -28,6 +29,11 @@ struct VariableStore::RowRequest {
   Variable* var = nullptr;
   std::vector<uint64_t> ids;  // as sent
   std::vector<int64_t> rows;  // DENSE: the ids as row numbers
+};
+
+struct VariableStore::CheckedPull {
+  std::vector<Variable*> vars;
+  std::vector<RowRequest> lookups;
 };
 
 struct VariableStore::Metrics {
@@ -231,19 +237,24 @@ absl::StatusOr<VariableStore::RowRequest> VariableStore::CheckRowRequest(const s
 absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* response) {
   absl::ReaderMutexLock state(&state_mu_);
   if (metrics_) metrics_->pull_requests.Increment();
+  ASSIGN_OR_RETURN(CheckedPull pull, CheckPull(request));
+  ReadPull(pull, response);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VariableStore::CheckedPull> VariableStore::CheckPull(const PullRequest& request) {
   // Check everything before reading anything (a lookup creates rows).
-  std::vector<Variable*> vars;
-  vars.reserve(request.names_size());
+  CheckedPull pull;
+  pull.vars.reserve(request.names_size());
   for (const std::string& name : request.names()) {
     ASSIGN_OR_RETURN(Variable * var, Find(name));
     if (var->is_table()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "variable '", name, "' is a HASH_TABLE: read it by row (PullRequest.lookups)"));
     }
-    vars.push_back(var);
+    pull.vars.push_back(var);
   }
-  std::vector<RowRequest> lookups;
-  lookups.reserve(request.lookups_size());
+  pull.lookups.reserve(request.lookups_size());
   int64_t elements = 0;
   for (const RowIds& lookup : request.lookups()) {
     ASSIGN_OR_RETURN(RowRequest r, CheckRowRequest(lookup.name(), lookup.ids(), "lookup"));
@@ -255,9 +266,14 @@ absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* respo
           "lookups of this request ask for more than ", options_.max_variable_elements,
           " elements (at lookup of variable '", lookup.name(), "', ", r.ids.size(), " ids)"));
     }
-    lookups.push_back(std::move(r));
+    pull.lookups.push_back(std::move(r));
   }
+  return pull;
+}
 
+void VariableStore::ReadPull(const CheckedPull& pull, PullResponse* response) {
+  const std::vector<Variable*>& vars = pull.vars;
+  const std::vector<RowRequest>& lookups = pull.lookups;
   int64_t bytes = 0;
   response->mutable_tensors()->Reserve(static_cast<int>(vars.size()));
   for (Variable* var : vars) {
@@ -286,7 +302,6 @@ absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* respo
     bytes += n * dim * static_cast<int64_t>(sizeof(float));
   }
   if (metrics_) metrics_->bytes_pulled.Increment(static_cast<double>(bytes));
-  return absl::OkStatus();
 }
 
 absl::Status VariableStore::Push(const PushRequest& request, PushResponse* response) {
@@ -334,6 +349,11 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     bytes += static_cast<int64_t>(grad.rows().data().size());
     sparse.emplace_back(std::move(r), rows);
   }
+  std::optional<CheckedPull> pull;
+  if (request.has_pull()) {
+    if (metrics_) metrics_->pull_requests.Increment();
+    ASSIGN_OR_RETURN(pull, CheckPull(request.pull()));
+  }
 
   // Everything is valid, so the apply below cannot fail: claim the key now.
   // The state lock keeps Save from seeing a claimed key before its apply.
@@ -347,6 +367,7 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
       response->set_duplicate(true);
       duplicate_steps_.fetch_add(1, std::memory_order_relaxed);
       if (metrics_) metrics_->duplicate_steps.Increment();
+      if (pull.has_value()) ReadPull(*pull, response->mutable_pulled());
       return absl::OkStatus();
     }
     applied_steps_.fetch_add(1, std::memory_order_relaxed);
@@ -376,6 +397,7 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     metrics_->applied_updates.Increment(static_cast<double>(applied));
     metrics_->bytes_pushed.Increment(static_cast<double>(bytes));
   }
+  if (pull.has_value()) ReadPull(*pull, response->mutable_pulled());
   return absl::OkStatus();
 }
 

@@ -153,6 +153,7 @@ class VariableStore {
   using Variable = variable_store_internal::Variable;
   struct Metrics;
   struct RowRequest;
+  struct CheckedPull;
   using VariableMap = absl::flat_hash_map<std::string, std::unique_ptr<Variable>>;
 
   // Validates `request` (as CreateVariables) and builds its variables, not
@@ -169,6 +170,13 @@ class VariableStore {
   absl::StatusOr<RowRequest> CheckRowRequest(const std::string& name, const std::string& ids,
                                              const char* what)
       ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
+
+  // Pull's checks: every named variable and lookup resolved, nothing read.
+  absl::StatusOr<CheckedPull> CheckPull(const PullRequest& request)
+      ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
+  // Reads a checked pull into `response` (appending).
+  void ReadPull(const CheckedPull& pull, PullResponse* response)
+      ABSL_SHARED_LOCKS_REQUIRED(state_mu_);
 
   // Looks up `name`. NOT_FOUND if unknown. The pointer stays valid while the
   // caller holds state_mu_ (only Restore removes variables).

@@ -108,6 +108,55 @@ TEST(VariableStoreTest, CreatePullPushRoundtrip) {
   EXPECT_EQ(stats.variables(0).updates(), 0);
 }
 
+TEST(VariableStoreTest, PushWithPullAnswersAfterApplyingAndForDuplicates) {
+  VariableStore store;
+  ASSERT_TRUE(Create(store, {Spec("w", {2, 3}), Spec("b", {3})}).ok());
+  PushRequest req;
+  *req.add_gradients() = Grad("w", {2, 3}, 1.0f);
+  req.mutable_update()->set_closure_id(7);
+  req.mutable_update()->set_step(0);
+  req.mutable_pull()->add_names("w");
+  req.mutable_pull()->add_names("b");
+  PushResponse resp;
+  ASSERT_TRUE(store.Push(req, &resp).ok());
+  EXPECT_FALSE(resp.duplicate());
+  ASSERT_EQ(resp.pulled().tensors_size(), 2);
+  EXPECT_EQ(resp.pulled().tensors(0).name(), "w");
+  auto w = DecodeTensor(resp.pulled().tensors(0).tensor());
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(w->values(), Each(::testing::FloatEq(0.4f)));  // after the push
+
+  // The same key again: dropped, but the pull is still answered.
+  PushResponse again;
+  ASSERT_TRUE(store.Push(req, &again).ok());
+  EXPECT_TRUE(again.duplicate());
+  ASSERT_EQ(again.pulled().tensors_size(), 2);
+  w = DecodeTensor(again.pulled().tensors(0).tensor());
+  EXPECT_THAT(w->values(), Each(::testing::FloatEq(0.4f)));
+  EXPECT_EQ(GetStats(store).applied_updates(), 1);
+}
+
+TEST(VariableStoreTest, PushWithBadPullAppliesNothing) {
+  VariableStore store;
+  ASSERT_TRUE(Create(store, {Spec("w", {2})}).ok());
+  PushRequest req;
+  *req.add_gradients() = Grad("w", {2}, 1.0f);
+  req.mutable_update()->set_closure_id(1);
+  req.mutable_update()->set_step(0);
+  req.mutable_pull()->add_names("missing");
+  PushResponse resp;
+  absl::Status s = store.Push(req, &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("'missing'"));
+  EXPECT_EQ(GetStats(store).applied_updates(), 0);
+  EXPECT_EQ(GetStats(store).applied_steps(), 0);
+  // The key was not claimed: the corrected request applies.
+  req.mutable_pull()->set_names(0, "w");
+  ASSERT_TRUE(store.Push(req, &resp).ok());
+  EXPECT_FALSE(resp.duplicate());
+  EXPECT_EQ(GetStats(store).applied_updates(), 1);
+}
+
 TEST(VariableStoreTest, AdamSlotsAreReported) {
   VariableStore store;
   ASSERT_TRUE(Create(store, {Spec("w", {10}, "adam", 0.001f)}).ok());

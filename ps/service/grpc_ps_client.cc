@@ -4,11 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/rpc_util.h"
+#include "rpc/zero_copy.h"
 
 namespace pscluster {
 
 GrpcPsClient::GrpcPsClient(Options options)
-    : options_(std::move(options)), stub_(ParameterServer::NewStub(MakeChannel(options_.target))) {}
+    : options_(std::move(options)),
+      channel_(MakeChannel(options_.target)),
+      stub_(ParameterServer::NewStub(channel_)),
+      generic_stub_(std::make_unique<grpc::GenericStub>(channel_)) {}
 
 absl::Status GrpcPsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientContext*)> rpc) {
   grpc::ClientContext context;
@@ -19,17 +23,50 @@ absl::Status GrpcPsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientConte
   return absl::Status(status.code(), absl::StrCat("ps ", options_.target, ": ", status.message()));
 }
 
+absl::Status GrpcPsClient::CallZeroCopy(const std::string& method,
+                                        const google::protobuf::Message& request,
+                                        google::protobuf::Message* response) {
+  // The call finishes before this returns, so `request` outlives the slices
+  // that point into it.
+  grpc::ByteBuffer request_buffer;
+  SerializeToByteBuffer(request, nullptr, &request_buffer);
+  grpc::ByteBuffer response_buffer;
+  return Call([&](grpc::ClientContext* context) {
+    // A completion queue of this call, polled by this thread (as the
+    // generated blocking stub does): no hand-off to another thread.
+    grpc::CompletionQueue cq;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+        generic_stub_->PrepareUnaryCall(context, method, request_buffer, &cq);
+    call->StartCall();
+    grpc::Status status;
+    call->Finish(&response_buffer, &status, /*tag=*/&status);
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok) || !ok) {
+      status = grpc::Status(grpc::StatusCode::INTERNAL, "the call's completion queue failed");
+    }
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    if (status.ok()) {
+      status = ToGrpcStatus(ParseFromByteBuffer(response_buffer, response,
+                                                response->GetDescriptor()->name().c_str()));
+    }
+    return status;
+  });
+}
+
 absl::Status GrpcPsClient::CreateVariables(const CreateVariablesRequest& request,
                                            CreateVariablesResponse* response) {
   return Call([&](grpc::ClientContext* c) { return stub_->CreateVariables(c, request, response); });
 }
 
 absl::Status GrpcPsClient::Pull(const PullRequest& request, PullResponse* response) {
-  return Call([&](grpc::ClientContext* c) { return stub_->Pull(c, request, response); });
+  return CallZeroCopy("/pscluster.ParameterServer/Pull", request, response);
 }
 
 absl::Status GrpcPsClient::Push(const PushRequest& request, PushResponse* response) {
-  return Call([&](grpc::ClientContext* c) { return stub_->Push(c, request, response); });
+  return CallZeroCopy("/pscluster.ParameterServer/Push", request, response);
 }
 
 absl::Status GrpcPsClient::Stats(const StatsRequest& request, StatsResponse* response) {

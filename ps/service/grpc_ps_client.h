@@ -4,10 +4,16 @@
 // "ps <target>: " so a worker's log says which PS failed. Transport failures
 // come back as UNAVAILABLE, an expired deadline as DEADLINE_EXCEEDED.
 //
+// Pull and Push go through a generic stub on raw ByteBuffers
+// (rpc/zero_copy.h): tensors are sent from the request itself, not copied
+// into gRPC's buffers, and parsed into the caller's response, whose
+// strings keep their capacity when the caller reuses it.
+//
 // Thread-safe: calls may be made concurrently (they share one channel).
 #ifndef PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
 #define PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -50,9 +56,15 @@ class GrpcPsClient : public PsClient {
   // Runs `rpc` with a fresh context carrying the options' deadline and turns
   // its status into an absl::Status naming the target.
   absl::Status Call(absl::FunctionRef<grpc::Status(grpc::ClientContext*)> rpc);
+  // Calls `method` ("/pscluster.ParameterServer/Pull") with `request`
+  // serialized without copying its tensors; parses the answer into `response`.
+  absl::Status CallZeroCopy(const std::string& method, const google::protobuf::Message& request,
+                            google::protobuf::Message* response);
 
   const Options options_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ParameterServer::Stub> stub_;
+  std::unique_ptr<grpc::GenericStub> generic_stub_;
 };
 
 }  // namespace pscluster

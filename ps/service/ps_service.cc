@@ -7,6 +7,10 @@
 namespace pscluster {
 namespace {
 
+// Messages kept for reuse, per kind, at most this many bytes in all: a PS
+// does not keep copies of a huge variable.
+constexpr size_t kMaxPooledBytes = 160 << 20;
+
 // Pushes at least this large are followed by malloc_trim.
 constexpr size_t kTrimAfterBytes = 16 << 20;
 
@@ -14,7 +18,12 @@ constexpr size_t kTrimAfterBytes = 16 << 20;
 
 ParameterServerService::ParameterServerService(VariableStore* store,
                                                std::shared_ptr<prometheus::Registry> registry)
-    : store_(store), handler_("ParameterServer", std::move(registry)) {}
+    : store_(store),
+      handler_("ParameterServer", std::move(registry)),
+      pull_requests_(kMaxPooledBytes),
+      pull_responses_(kMaxPooledBytes),
+      push_requests_(kMaxPooledBytes),
+      push_responses_(kMaxPooledBytes) {}
 
 grpc::Status ParameterServerService::CreateVariables(grpc::ServerContext*,
                                                      const CreateVariablesRequest* request,
@@ -23,19 +32,46 @@ grpc::Status ParameterServerService::CreateVariables(grpc::ServerContext*,
                       [&] { return store_->CreateVariables(*request, response); });
 }
 
-grpc::Status ParameterServerService::Pull(grpc::ServerContext*, const PullRequest* request,
-                                          PullResponse* response) {
-  return handler_.Run("Pull", [&] { return store_->Pull(*request, response); });
+grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  std::shared_ptr<PullRequest> req = pull_requests_.Get();
+  std::shared_ptr<PullResponse> resp = pull_responses_.Get();
+  grpc::Status status = handler_.Run("Pull", [&]() -> absl::Status {
+    absl::Status s = ParseFromByteBuffer(*request, req.get(), "PullRequest");
+    if (s.ok()) s = store_->Pull(*req, resp.get());
+    // The tensors go out from `resp`, which returns to the pool once gRPC
+    // has sent them.
+    if (s.ok()) SerializeToByteBuffer(*resp, resp, response);
+    return s;
+  });
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
 }
 
-grpc::Status ParameterServerService::Push(grpc::ServerContext*, const PushRequest* request,
-                                          PushResponse* response) {
-  grpc::Status status = handler_.Run("Push", [&] { return store_->Push(*request, response); });
-  // gRPC assembles a large request from many small buffers, which glibc keeps
-  // after they are freed; give them back so that a PS stays near its
-  // parameters plus slots in resident memory (bench/memory_bench).
-  if (request->ByteSizeLong() >= kTrimAfterBytes) malloc_trim(0);
-  return status;
+grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  std::shared_ptr<PushRequest> req = push_requests_.Get();
+  std::shared_ptr<PushResponse> resp = push_responses_.Get();
+  grpc::Status status = handler_.Run("Push", [&]() -> absl::Status {
+    absl::Status s = ParseFromByteBuffer(*request, req.get(), "PushRequest");
+    if (s.ok()) s = store_->Push(*req, resp.get());
+    if (s.ok()) SerializeToByteBuffer(*resp, resp, response);
+    return s;
+  });
+  const size_t request_bytes = request->Length();
+  const size_t dropped = push_requests_.dropped();
+  req.reset();
+  // A request too large for the pool was just freed, and gRPC assembled it
+  // from many small buffers that glibc keeps after they are freed: give them
+  // back, so that a PS stays near its parameters plus slots in resident
+  // memory (bench/memory_bench).
+  if (request_bytes >= kTrimAfterBytes && push_requests_.dropped() != dropped) malloc_trim(0);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
 }
 
 grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const StatsRequest* request,

@@ -3,6 +3,11 @@
 // Each handler is one VariableStore call run through the shared RpcHandler
 // (status conversion and pscluster_rpc_* metrics); all logic lives in
 // ps/core. Thread-safe.
+//
+// Pull and Push, the data plane, are gRPC callback methods on raw
+// ByteBuffers (rpc/zero_copy.h): requests are parsed into pooled messages,
+// and a response's tensors are sent from the pooled response itself, not
+// copied into gRPC's buffers. The wire format is plain protobuf.
 #ifndef PSCLUSTER_PS_SERVICE_PS_SERVICE_H_
 #define PSCLUSTER_PS_SERVICE_PS_SERVICE_H_
 
@@ -11,10 +16,13 @@
 #include "protos/ps.grpc.pb.h"
 #include "ps/core/variable_store.h"
 #include "rpc/handler.h"
+#include "rpc/zero_copy.h"
 
 namespace pscluster {
 
-class ParameterServerService final : public ParameterServer::Service {
+class ParameterServerService final
+    : public ParameterServer::WithRawCallbackMethod_Pull<
+          ParameterServer::WithRawCallbackMethod_Push<ParameterServer::Service>> {
  public:
   // REQUIRES: `store` is not null and outlives the service (not owned).
   // `registry` may be null (no RPC metrics).
@@ -22,10 +30,12 @@ class ParameterServerService final : public ParameterServer::Service {
 
   grpc::Status CreateVariables(grpc::ServerContext* context, const CreateVariablesRequest* request,
                                CreateVariablesResponse* response) override;
-  grpc::Status Pull(grpc::ServerContext* context, const PullRequest* request,
-                    PullResponse* response) override;
-  grpc::Status Push(grpc::ServerContext* context, const PushRequest* request,
-                    PushResponse* response) override;
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::Status Stats(grpc::ServerContext* context, const StatsRequest* request,
                      StatsResponse* response) override;
   grpc::Status Save(grpc::ServerContext* context, const SaveRequest* request,
@@ -36,6 +46,10 @@ class ParameterServerService final : public ParameterServer::Service {
  private:
   VariableStore* const store_;
   RpcHandler handler_;
+  MessagePool<PullRequest> pull_requests_;
+  MessagePool<PullResponse> pull_responses_;
+  MessagePool<PushRequest> push_requests_;
+  MessagePool<PushResponse> push_responses_;
 };
 
 }  // namespace pscluster

@@ -2,6 +2,8 @@
 // GrpcPsClient, checking that results and status codes survive the wire.
 #include "ps/service/ps_service.h"
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include <prometheus/registry.h>
 
 #include <cstdlib>
@@ -108,6 +110,66 @@ TEST_F(PsServiceTest, PushPullRoundtrip) {
   ASSERT_EQ(stats.variables_size(), 1);
   EXPECT_EQ(stats.variables(0).parameter_bytes(), 16);
   EXPECT_EQ(RequestCount("Push", "OK"), 1);
+}
+
+TEST_F(PsServiceTest, FusedPushPullOfLargeTensorsRoundTrips) {
+  // Large enough that the tensors travel as aliased slices both ways.
+  const Shape shape{1 << 20};
+  CreateVariablesRequest create;
+  VariableSpecProto* spec = create.add_variables();
+  spec->set_name("big");
+  spec->set_dtype(DT_FLOAT32);
+  spec->add_shape(shape[0]);
+  spec->mutable_initializer()->set_type("zeros");
+  spec->mutable_optimizer()->set_type("sgd");
+  spec->mutable_optimizer()->set_learning_rate(1.0f);
+  CreateVariablesResponse created;
+  ASSERT_TRUE(client_->CreateVariables(create, &created).ok());
+  std::vector<float> grad(shape[0]);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>(i % 1000);
+  PushRequest req;
+  NamedTensor* g = req.add_gradients();
+  g->set_name("big");
+  EncodeTensor(shape, grad, g->mutable_tensor());
+  req.mutable_pull()->add_names("big");
+  // The same response object twice, as a worker reuses its buffers.
+  PushResponse resp;
+  for (int round = 1; round <= 2; ++round) {
+    ASSERT_TRUE(client_->Push(req, &resp).ok());
+    ASSERT_EQ(resp.pulled().tensors_size(), 1);
+    auto big = DecodeTensor(resp.pulled().tensors(0).tensor());
+    ASSERT_TRUE(big.ok()) << big.status();
+    ASSERT_EQ(big->values().size(), grad.size());
+    for (size_t i = 0; i < grad.size(); i += 4099) {
+      ASSERT_EQ(big->values()[i], -round * grad[i]) << i;
+    }
+  }
+}
+
+TEST_F(PsServiceTest, MalformedRequestBytesAreInvalidArgument) {
+  // Not a PushRequest: the server answers INVALID_ARGUMENT and keeps serving.
+  auto channel = MakeChannel(target_);
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  SetDeadline(&context, std::chrono::seconds(10));
+  const std::string junk = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01";
+  grpc::Slice slice(junk);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&context, "/pscluster.ParameterServer/Push", request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(&response, &status, &status);
+  void* tag;
+  bool ok;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("malformed PushRequest"));
+  EXPECT_TRUE(PushW({2, 2}, 1.0f).ok());
 }
 
 TEST_F(PsServiceTest, ErrorsKeepTheirCodeAndTheServerKeepsServing) {
