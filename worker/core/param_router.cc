@@ -256,7 +256,9 @@ absl::Status ParamRouter::ReadPull(const RoutedStep& step,
 void ParamRouter::BuildPush(const RoutedStep& step, const std::vector<Tensor>& grads,
                             const std::vector<Tensor>& row_grads,
                             std::vector<PushRequest>* push) const {
-  push->assign(num_ps_, PushRequest());
+  // Cleared, not replaced: the requests keep their buffers from step to step.
+  push->resize(num_ps_);
+  for (PushRequest& request : *push) request.Clear();
   if (!grads.empty()) {
     for (int ps = 0; ps < num_ps_; ++ps) {
       for (const auto& [di, i] : dense_by_ps_[ps]) {

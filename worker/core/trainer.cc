@@ -117,18 +117,29 @@ absl::Status Trainer::Pull(Context* ctx) {
   return router_->ReadPull(ctx->step, ctx->pulled, &ctx->params, &ctx->rows);
 }
 
-absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index) {
-  router_->BuildPush(ctx->step, ctx->grads, ctx->row_grads, &ctx->push);
+absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index,
+                           bool with_next_pull) {
+  ctx->pushed.resize(ps_.size());
+  if (with_next_pull) ctx->pulled.resize(ps_.size());
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (!HasWork(ctx->push[p])) continue;
+    PushRequest& push = ctx->push[p];
+    const bool pull = with_next_pull && HasWork(ctx->step.pull[p]);
+    if (with_next_pull) ctx->pulled[p].Clear();
+    if (!HasWork(push) && !pull) continue;
+    if (pull) {
+      *push.mutable_pull() = ctx->step.pull[p];
+    } else {
+      push.clear_pull();
+    }
     // The PS applies each (closure, step) once: a retried closure's steps
-    // that were already applied are dropped there.
-    ctx->push[p].mutable_update()->set_closure_id(closure_id);
-    ctx->push[p].mutable_update()->set_step(step_index);
-    PushResponse response;
-    RETURN_IF_ERROR(ps_[p]->Push(ctx->push[p], &response));
+    // that were already applied are dropped there (and the pull answered).
+    push.mutable_update()->set_closure_id(closure_id);
+    push.mutable_update()->set_step(step_index);
+    RETURN_IF_ERROR(ps_[p]->Push(push, &ctx->pushed[p]));
+    if (pull) ctx->pulled[p].Swap(ctx->pushed[p].mutable_pulled());
   }
-  return absl::OkStatus();
+  if (!with_next_pull) return absl::OkStatus();
+  return router_->ReadPull(ctx->step, ctx->pulled, &ctx->params, &ctx->rows);
 }
 
 void Trainer::Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin,
@@ -186,35 +197,50 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
   absl::Status status;
   double compute = 0, pull = 0, push = 0;
   const bool lookups = model_->num_features() > 0;
+  // Training: true when the previous step's push already brought this
+  // step's parameters (its batch gathered and its step planned).
+  bool pulled_with_push = false;
+  absl::Status next_plan;
   for (int64_t b = split.begin(); b < split.end() && status.ok(); b += batch) {
     const int64_t e = std::min(split.end(), b + batch);
     absl::Time t0 = absl::Now();
-    Gather(data, rows, b, e, ctx.get());
-    compute += SecondsSince(t0);
-    // Evaluation reads the dense variables once per closure; training
-    // re-reads them every step. Embedding rows are looked up every step.
-    const bool dense = train || b == split.begin();
-    if (dense || lookups) {
-      t0 = absl::Now();
-      status = router_->PlanStep(dense, ctx->unique_ids, &ctx->step);
-      if (status.ok()) status = Pull(ctx.get());
-      pull += SecondsSince(t0);
-      if (!status.ok()) break;
+    if (!pulled_with_push) {
+      Gather(data, rows, b, e, ctx.get());
+      compute += SecondsSince(t0);
+      // Evaluation reads the dense variables once per closure; training
+      // re-reads them every step. Embedding rows are looked up every step.
+      const bool dense = train || b == split.begin();
+      if (dense || lookups) {
+        t0 = absl::Now();
+        status = router_->PlanStep(dense, ctx->unique_ids, &ctx->step);
+        if (status.ok()) status = Pull(ctx.get());
+        pull += SecondsSince(t0);
+        if (!status.ok()) break;
+      }
     }
     t0 = absl::Now();
     StepResult step;
     if (train) {
       model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
                         &ctx->grads, &ctx->row_grads, &step);
+      router_->BuildPush(ctx->step, ctx->grads, ctx->row_grads, &ctx->push);
+      // The next step of this closure is gathered and planned now, so that
+      // its pull rides on this push. A plan that fails (e.g. an id outside
+      // a vocabulary) still lets this step's push go out alone first.
+      pulled_with_push = false;
+      if (e < split.end()) {
+        Gather(data, rows, e, std::min(split.end(), e + batch), ctx.get());
+        next_plan = router_->PlanStep(/*with_dense=*/true, ctx->unique_ids, &ctx->step);
+        pulled_with_push = next_plan.ok();
+      }
+      compute += SecondsSince(t0);
+      const absl::Time t1 = absl::Now();
+      status = Push(ctx.get(), request.closure_id(), (b - split.begin()) / batch, pulled_with_push);
+      push += SecondsSince(t1);
     } else {
       model_->EvalStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
                        &step);
-    }
-    compute += SecondsSince(t0);
-    if (train) {
-      const absl::Time t1 = absl::Now();
-      status = Push(ctx.get(), request.closure_id(), (b - split.begin()) / batch);
-      push += SecondsSince(t1);
+      compute += SecondsSince(t0);
     }
     if (status.ok()) {
       response->set_steps(response->steps() + 1);
@@ -223,6 +249,8 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
       response->set_correct(response->correct() + step.correct);
       AddHistogram(step.positive_histogram, response->mutable_positive_histogram());
       AddHistogram(step.negative_histogram, response->mutable_negative_histogram());
+      // This step's push went out; the next step could not be planned.
+      status = next_plan;
     }
   }
   response->set_compute_seconds(compute);

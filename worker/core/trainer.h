@@ -7,7 +7,9 @@
 // unique ids from each embedding table (ParamRouter); embedding tables are
 // never pulled whole. It runs forward and backward on the backend and makes
 // ONE fused push per PS: dense gradients split by shard, and the summed
-// gradient of each unique embedding row. An evaluation reads the dense
+// gradient of each unique embedding row. Within a closure, the push of step
+// k also carries the pull of step k+1 (PushRequest.pull, answered after the
+// push is applied), so a training step costs one round trip per PS. An evaluation reads the dense
 // variables once per closure and looks up rows every step. Steps are
 // asynchronous: other closures, here or on other workers, update the same
 // variables between this step's pull and push.
@@ -76,6 +78,7 @@ class Trainer {
     RoutedStep step;
     std::vector<PullResponse> pulled;
     std::vector<PushRequest> push;
+    std::vector<PushResponse> pushed;
     std::vector<Tensor> rows;       // per feature [unique, dim]
     std::vector<Tensor> row_grads;  // per feature [unique, dim]
   };
@@ -86,9 +89,11 @@ class Trainer {
   // One pull per PS for the planned step, then the rows and (if planned)
   // dense variables into ctx->rows / ctx->params.
   absl::Status Pull(Context* ctx);
-  // One push per PS with the step's gradients.
-  // Pushes the step's gradients, keyed (closure_id, step_index).
-  absl::Status Push(Context* ctx, int64_t closure_id, int64_t step_index);
+  // One push per PS with the step's gradients (built by the caller with
+  // BuildPush), keyed (closure_id, step_index). If `with_next_pull`, each
+  // push also carries ctx->step.pull (the next step's, already planned), and
+  // its answers are read into ctx->params / ctx->rows as Pull does.
+  absl::Status Push(Context* ctx, int64_t closure_id, int64_t step_index, bool with_next_pull);
   // Copies examples order[begin, end) into the context's batch buffers and
   // dedupes each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,

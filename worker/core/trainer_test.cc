@@ -55,6 +55,7 @@ data:
 struct Traffic {
   int pulls = 0;
   int pushes = 0;
+  int pushes_with_pull = 0;
   std::vector<std::string> whole_reads;  // names pulled whole
 };
 
@@ -74,6 +75,11 @@ class RecordingPsClient : public PsClient {
   }
   absl::Status Push(const PushRequest& request, PushResponse* response) override {
     ++traffic_->pushes;
+    if (request.has_pull()) {
+      ++traffic_->pushes_with_pull;
+      traffic_->whole_reads.insert(traffic_->whole_reads.end(), request.pull().names().begin(),
+                                   request.pull().names().end());
+    }
     return inner_.Push(request, response);
   }
   absl::Status Stats(const StatsRequest& request, StatsResponse* response) override {
@@ -152,11 +158,13 @@ TEST(TrainerTest, TrainsACtrModelOnShardedEmbeddings) {
     const RunClosureResponse r = RunSplit(**trainer, TRAIN, epoch, 0, 2048);
     EXPECT_EQ(r.steps(), 32);
     EXPECT_TRUE(r.positive_histogram().empty());  // TRAIN: no histograms
-    // One fused pull and one fused push per PS per step; embedding tables
-    // are only looked up, never pulled whole.
+    // One round trip per PS per step: the first step's pull, then each
+    // step's push carrying the next step's pull (the last push alone);
+    // embedding tables are only looked up, never pulled whole.
     for (const Traffic& t : cluster.traffic) {
-      EXPECT_EQ(t.pulls, 32);
+      EXPECT_EQ(t.pulls, 1);
       EXPECT_EQ(t.pushes, 32);
+      EXPECT_EQ(t.pushes_with_pull, 31);
       for (const std::string& name : t.whole_reads) EXPECT_THAT(name, Not(HasSubstr("embedding/")));
     }
   }
