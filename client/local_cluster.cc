@@ -104,6 +104,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   for (int i = 0; i < options.num_ps; ++i) add(absl::StrCat("ps-", i), options.ps_server_bin);
   for (int i = 0; i < options.num_workers; ++i) {
     add(absl::StrCat("worker-", i), options.worker_server_bin);
+    slots.back().flags = options.worker_flags;
   }
   add("coordinator", options.coordinator_bin);
   const size_t servers = slots.size() - 1;

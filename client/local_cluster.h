@@ -64,8 +64,10 @@ struct LocalClusterOptions {
   std::string ps_server_bin;
   std::string worker_server_bin;
   std::string coordinator_bin;
-  // Extra flags for every start of the coordinator (e.g. --state_dir=...).
+  // Extra flags for every start of the coordinator (e.g. --state_dir=...)
+  // and of each worker.
   std::vector<std::string> coordinator_flags;
+  std::vector<std::string> worker_flags;
   // How long each start-up phase (PS+workers, then coordinator) may take.
   absl::Duration start_timeout = absl::Seconds(30);
   // Polled while waiting for port files; returning true aborts Start with

@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -188,6 +190,12 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   cluster_options.worker_server_bin = options.worker_server_bin;
   cluster_options.coordinator_bin = options.coordinator_bin;
   cluster_options.restart.enabled = options.restart;
+  // The workers share this machine's cores (and the PS use some too): each
+  // gets its share for matrix products, so that idle BLAS threads do not
+  // spin on cores another process needs.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cluster_options.worker_flags.push_back(
+      absl::StrCat("--compute_threads=", std::max(1, cores / std::max(1, options.num_workers))));
   for (absl::Status s :
        {ResolveBinary(&cluster_options.ps_server_bin, "ps_server", "ps", "ps_server_bin"),
         ResolveBinary(&cluster_options.worker_server_bin, "worker_server", "worker",

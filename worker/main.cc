@@ -15,10 +15,14 @@
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
+#include "worker/core/cpu_backend.h"
 #include "worker/core/worker_state.h"
 #include "worker/service/worker_service.h"
 
 ABSL_FLAG(int, ps_timeout_ms, 30000, "deadline of each Pull/Push to a PS");
+ABSL_FLAG(int, compute_threads, 0,
+          "threads of the CPU backend's matrix products (OpenBLAS); 0: one per core. Give "
+          "workers that share a machine a share of its cores (psctl local does).");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Serves a pscluster worker task.");
@@ -30,6 +34,7 @@ int main(int argc, char** argv) {
   // Logs go to stderr: stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("worker_server"));
   pscluster::BlockTerminationSignals();
+  pscluster::SetCpuComputeThreads(absl::GetFlag(FLAGS_compute_threads));
   auto registry = std::make_shared<prometheus::Registry>();
   const int ps_timeout_ms = absl::GetFlag(FLAGS_ps_timeout_ms);
   pscluster::WorkerState state([ps_timeout_ms](const std::string& address) {

@@ -123,4 +123,8 @@ class CpuBackend : public Backend {
 
 std::unique_ptr<Backend> CreateCpuBackend() { return std::make_unique<CpuBackend>(); }
 
+void SetCpuComputeThreads(int n) {
+  if (n >= 1) openblas_set_num_threads(n);
+}
+
 }  // namespace pscluster

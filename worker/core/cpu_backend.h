@@ -14,6 +14,12 @@ namespace pscluster {
 // Always succeeds. name() is "cpu (OpenBLAS)".
 std::unique_ptr<Backend> CreateCpuBackend();
 
+// Threads OpenBLAS uses for one Gemm, process-wide (its default: one per
+// core). Idle OpenBLAS threads spin (sched_yield) for a while after each
+// call, so workers that share a machine with other workers and PS should
+// use fewer. n < 1 keeps the default.
+void SetCpuComputeThreads(int n);
+
 }  // namespace pscluster
 
 #endif  // PSCLUSTER_WORKER_CORE_CPU_BACKEND_H_
