@@ -9,10 +9,21 @@
 #ifndef PSCLUSTER_COMMON_PS_CLIENT_H_
 #define PSCLUSTER_COMMON_PS_CLIENT_H_
 
+#include <memory>
+#include <utility>
+
 #include "absl/status/status.h"
 #include "protos/ps.pb.h"
 
 namespace pscluster {
+
+// A call started without waiting for its answer (PsClient::StartPush).
+class PendingPsCall {
+ public:
+  virtual ~PendingPsCall() = default;
+  // Blocks until the call has finished and returns its status. Call once.
+  virtual absl::Status Wait() = 0;
+};
 
 class PsClient {
  public:
@@ -30,6 +41,14 @@ class PsClient {
   virtual absl::Status Push(const PushRequest& request, PushResponse* response) = 0;
   virtual absl::Status Stats(const StatsRequest& request, StatsResponse* response) = 0;
 
+  // Push without waiting: a worker starts its push to every PS, then waits
+  // for them all, so that the PS work in parallel. `request` and `response`
+  // must stay valid (and unchanged) until Wait returns; the call must be
+  // waited for before the client is destroyed. The default runs Push now and
+  // returns its status from Wait.
+  virtual std::unique_ptr<PendingPsCall> StartPush(const PushRequest& request,
+                                                   PushResponse* response);
+
   // Checkpoints (VariableStore::Save / Restore in ps/core/variable_store.h
   // give the full contract). Save writes this PS's data file; errors keep
   // the PS's code (I/O errors naming the file). Restore replaces everything
@@ -46,6 +65,25 @@ class PsClient {
     return absl::UnimplementedError("this PsClient does not implement Restore");
   }
 };
+
+namespace ps_client_internal {
+
+// A call that has already finished.
+class DonePsCall : public PendingPsCall {
+ public:
+  explicit DonePsCall(absl::Status status) : status_(std::move(status)) {}
+  absl::Status Wait() override { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
+}  // namespace ps_client_internal
+
+inline std::unique_ptr<PendingPsCall> PsClient::StartPush(const PushRequest& request,
+                                                          PushResponse* response) {
+  return std::make_unique<ps_client_internal::DonePsCall>(Push(request, response));
+}
 
 }  // namespace pscluster
 

@@ -18,7 +18,62 @@ absl::Status GrpcPsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientConte
   grpc::ClientContext context;
   SetDeadline(&context, options_.call_timeout);
   context.set_wait_for_ready(options_.wait_for_ready);
-  const absl::Status status = FromGrpcStatus(rpc(&context));
+  return ErrorFor(rpc(&context));
+}
+
+// One zero-copy unary call: started at construction, finished by Wait.
+// `request` is serialized without copying its tensors, so it must outlive
+// the call.
+class GrpcPsClient::ZeroCopyCall : public PendingPsCall {
+ public:
+  ZeroCopyCall(GrpcPsClient* client, const std::string& method,
+               const google::protobuf::Message& request, google::protobuf::Message* response)
+      : client_(client), response_(response) {
+    SerializeToByteBuffer(request, nullptr, &request_buffer_);
+    SetDeadline(&context_, client_->options_.call_timeout);
+    context_.set_wait_for_ready(client_->options_.wait_for_ready);
+    // The call's own completion queue, polled by the waiting thread (as the
+    // generated blocking stub does): no hand-off to another thread.
+    call_ = client_->generic_stub_->PrepareUnaryCall(&context_, method, request_buffer_, &cq_);
+    call_->StartCall();
+    call_->Finish(&response_buffer_, &status_, /*tag=*/&status_);
+  }
+
+  ~ZeroCopyCall() override {
+    if (!waited_) (void)Wait();
+  }
+
+  absl::Status Wait() override {
+    waited_ = true;
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq_.Next(&tag, &ok) || !ok) {
+      status_ = grpc::Status(grpc::StatusCode::INTERNAL, "the call's completion queue failed");
+    }
+    cq_.Shutdown();
+    while (cq_.Next(&tag, &ok)) {
+    }
+    if (status_.ok()) {
+      status_ = ToGrpcStatus(ParseFromByteBuffer(response_buffer_, response_,
+                                                 response_->GetDescriptor()->name().c_str()));
+    }
+    return client_->ErrorFor(status_);
+  }
+
+ private:
+  GrpcPsClient* const client_;
+  google::protobuf::Message* const response_;
+  grpc::ClientContext context_;
+  grpc::CompletionQueue cq_;
+  grpc::ByteBuffer request_buffer_;
+  grpc::ByteBuffer response_buffer_;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call_;
+  grpc::Status status_;
+  bool waited_ = false;
+};
+
+absl::Status GrpcPsClient::ErrorFor(const grpc::Status& grpc_status) const {
+  const absl::Status status = FromGrpcStatus(grpc_status);
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat("ps ", options_.target, ": ", status.message()));
 }
@@ -26,34 +81,12 @@ absl::Status GrpcPsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientConte
 absl::Status GrpcPsClient::CallZeroCopy(const std::string& method,
                                         const google::protobuf::Message& request,
                                         google::protobuf::Message* response) {
-  // The call finishes before this returns, so `request` outlives the slices
-  // that point into it.
-  grpc::ByteBuffer request_buffer;
-  SerializeToByteBuffer(request, nullptr, &request_buffer);
-  grpc::ByteBuffer response_buffer;
-  return Call([&](grpc::ClientContext* context) {
-    // A completion queue of this call, polled by this thread (as the
-    // generated blocking stub does): no hand-off to another thread.
-    grpc::CompletionQueue cq;
-    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
-        generic_stub_->PrepareUnaryCall(context, method, request_buffer, &cq);
-    call->StartCall();
-    grpc::Status status;
-    call->Finish(&response_buffer, &status, /*tag=*/&status);
-    void* tag = nullptr;
-    bool ok = false;
-    if (!cq.Next(&tag, &ok) || !ok) {
-      status = grpc::Status(grpc::StatusCode::INTERNAL, "the call's completion queue failed");
-    }
-    cq.Shutdown();
-    while (cq.Next(&tag, &ok)) {
-    }
-    if (status.ok()) {
-      status = ToGrpcStatus(ParseFromByteBuffer(response_buffer, response,
-                                                response->GetDescriptor()->name().c_str()));
-    }
-    return status;
-  });
+  return ZeroCopyCall(this, method, request, response).Wait();
+}
+
+std::unique_ptr<PendingPsCall> GrpcPsClient::StartPush(const PushRequest& request,
+                                                       PushResponse* response) {
+  return std::make_unique<ZeroCopyCall>(this, "/pscluster.ParameterServer/Push", request, response);
 }
 
 absl::Status GrpcPsClient::CreateVariables(const CreateVariablesRequest& request,

@@ -51,6 +51,10 @@ class GrpcPsClient : public PsClient {
   absl::Status Stats(const StatsRequest& request, StatsResponse* response) override;
   absl::Status Save(const SaveRequest& request, SaveResponse* response) override;
   absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) override;
+  // The call runs on gRPC while the caller goes on; Wait polls its own
+  // completion queue.
+  std::unique_ptr<PendingPsCall> StartPush(const PushRequest& request,
+                                           PushResponse* response) override;
 
  private:
   // Runs `rpc` with a fresh context carrying the options' deadline and turns
@@ -60,6 +64,10 @@ class GrpcPsClient : public PsClient {
   // serialized without copying its tensors; parses the answer into `response`.
   absl::Status CallZeroCopy(const std::string& method, const google::protobuf::Message& request,
                             google::protobuf::Message* response);
+  // Turns a finished call's status into the client's error form.
+  absl::Status ErrorFor(const grpc::Status& status) const;
+
+  class ZeroCopyCall;
 
   const Options options_;
   std::shared_ptr<grpc::Channel> channel_;

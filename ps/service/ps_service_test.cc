@@ -146,6 +146,31 @@ TEST_F(PsServiceTest, FusedPushPullOfLargeTensorsRoundTrips) {
   }
 }
 
+TEST_F(PsServiceTest, StartedPushesRunTogetherAndReportTheirOwnStatus) {
+  PushRequest good;
+  NamedTensor* g = good.add_gradients();
+  g->set_name("w");
+  EncodeTensor(Shape{2, 2}, std::vector<float>(4, 1.0f), g->mutable_tensor());
+  good.mutable_pull()->add_names("w");
+  PushRequest bad = good;
+  bad.mutable_gradients(0)->set_name("missing");
+  PushResponse good_response, bad_response;
+  std::unique_ptr<PendingPsCall> first = client_->StartPush(good, &good_response);
+  std::unique_ptr<PendingPsCall> second = client_->StartPush(bad, &bad_response);
+  absl::Status s2 = second->Wait();  // waited for out of order
+  absl::Status s1 = first->Wait();
+  ASSERT_TRUE(s1.ok()) << s1;
+  ASSERT_EQ(good_response.pulled().tensors_size(), 1);
+  EXPECT_EQ(s2.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s2.message()), AllOf(StartsWith("ps " + target_ + ": "),
+                                               HasSubstr("'missing'")));
+  // A call never waited for is finished by its destructor.
+  { std::unique_ptr<PendingPsCall> dropped = client_->StartPush(good, &good_response); }
+  StatsResponse stats;
+  ASSERT_TRUE(client_->Stats(StatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.applied_updates(), 2);
+}
+
 TEST_F(PsServiceTest, MalformedRequestBytesAreInvalidArgument) {
   // Not a PushRequest: the server answers INVALID_ARGUMENT and keeps serving.
   auto channel = MakeChannel(target_);

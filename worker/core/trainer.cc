@@ -121,6 +121,9 @@ absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index,
                            bool with_next_pull) {
   ctx->pushed.resize(ps_.size());
   if (with_next_pull) ctx->pulled.resize(ps_.size());
+  // Every PS's push is started before any is waited for: the PS apply them
+  // (and read the next pull) at the same time.
+  std::vector<std::unique_ptr<PendingPsCall>> calls(ps_.size());
   for (size_t p = 0; p < ps_.size(); ++p) {
     PushRequest& push = ctx->push[p];
     const bool pull = with_next_pull && HasWork(ctx->step.pull[p]);
@@ -135,9 +138,16 @@ absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index,
     // that were already applied are dropped there (and the pull answered).
     push.mutable_update()->set_closure_id(closure_id);
     push.mutable_update()->set_step(step_index);
-    RETURN_IF_ERROR(ps_[p]->Push(push, &ctx->pushed[p]));
-    if (pull) ctx->pulled[p].Swap(ctx->pushed[p].mutable_pulled());
+    calls[p] = ps_[p]->StartPush(push, &ctx->pushed[p]);
   }
+  absl::Status status;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (calls[p] == nullptr) continue;
+    absl::Status s = calls[p]->Wait();  // every call, even after an error
+    if (status.ok()) status = s;
+    if (s.ok() && ctx->push[p].has_pull()) ctx->pulled[p].Swap(ctx->pushed[p].mutable_pulled());
+  }
+  RETURN_IF_ERROR(status);
   if (!with_next_pull) return absl::OkStatus();
   return router_->ReadPull(ctx->step, ctx->pulled, &ctx->params, &ctx->rows);
 }
