@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -84,6 +85,9 @@ ABSL_FLAG(int64_t, max_iterations, 100000, "Cap on round trips per worker per po
 ABSL_FLAG(int, tcp_buffer_bytes, 4 << 20,
           "SO_SNDBUF/SO_RCVBUF of the raw TCP sockets (the kernel doubles it); 0 leaves the "
           "kernel's autotuning alone.");
+ABSL_FLAG(std::string, only_path, "",
+          "If set (raw_tcp, naive_grpc, pscluster or pscluster_two_calls), only this path is "
+          "timed (the others report nan): for profiling one path with perf.");
 ABSL_FLAG(std::string, output_json, "", "If set, the results are also written here as JSON.");
 
 namespace pscluster {
@@ -675,6 +679,12 @@ int Main(int argc, char** argv) {
     }
   }
 
+  const std::string only_path = absl::GetFlag(FLAGS_only_path);
+  if (!only_path.empty() &&
+      std::find(std::begin(kPathNames), std::end(kPathNames), only_path) == std::end(kPathNames)) {
+    std::cerr << "data_plane_bench: --only_path: unknown path \"" << only_path << "\"\n";
+    return kExitBadFlags;
+  }
   // points[shape][size].
   std::vector<std::vector<Point>> points(shapes.size(), std::vector<Point>(sizes.size()));
   for (auto& row : points) {
@@ -686,6 +696,10 @@ int Main(int argc, char** argv) {
       for (size_t i = 0; i < sizes.size(); ++i) {
         Point& point = points[k][i];
         for (int p = 0; p < kNumPaths; ++p) {
+          if (!only_path.empty() && only_path != kPathNames[p]) {
+            point.gbps[p].push_back(std::numeric_limits<double>::quiet_NaN());
+            continue;
+          }
           absl::StatusOr<Measurement> m =
               MeasureGBps(*clusters[k], static_cast<Path>(p), i, limits);
           if (!m.ok()) {
