@@ -13,6 +13,10 @@
 namespace pscluster {
 namespace {
 
+// Ids ahead whose hash-map slot is prefetched: ids are scattered over a
+// large map, so each find would otherwise wait on memory.
+constexpr size_t kPrefetchIdsAhead = 8;
+
 std::vector<float> SlotInitialValues(const Optimizer& optimizer) {
   std::vector<float> values;
   const size_t n = optimizer.SlotNames().size();
@@ -130,6 +134,7 @@ void HashTable::Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out) {
   absl::MutexLock lock(&mu_);
   const uint64_t tick = ++clock_;
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kPrefetchIdsAhead < ids.size()) slot_of_.prefetch(ids[i + kPrefetchIdsAhead]);
     // Copied at once: a later id of this call may evict the row.
     const uint32_t s = Touch(ids[i], tick, [] {});
     std::copy_n(values_.data() + s * dim, dim, out.data() + i * dim);
@@ -156,7 +161,10 @@ void HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
     first += pending.size();
     pending.clear();
   };
-  for (uint64_t id : ids) pending.push_back(Touch(id, tick, flush));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kPrefetchIdsAhead < ids.size()) slot_of_.prefetch(ids[i + kPrefetchIdsAhead]);
+    pending.push_back(Touch(ids[i], tick, flush));
+  }
   flush();
 }
 
