@@ -55,13 +55,18 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
                                                        grpc::ByteBuffer* response) {
   std::shared_ptr<PushRequest> req = push_requests_.Get();
   std::shared_ptr<PushResponse> resp = push_responses_.Get();
+  const size_t request_bytes = request->Length();
   grpc::Status status = handler_.Run("Push", [&]() -> absl::Status {
     absl::Status s = ParseFromByteBuffer(*request, req.get(), "PushRequest");
+    // gRPC would release the request's buffers only after this call is
+    // done; once parsed they are not needed, so a large one is released
+    // now and the trim below can give its memory back. The buffer is gRPC's
+    // per-call message object, handed to us as const only by convention.
+    if (request_bytes >= kTrimAfterBytes) const_cast<grpc::ByteBuffer*>(request)->Clear();
     if (s.ok()) s = store_->Push(*req, resp.get());
     if (s.ok()) SerializeToByteBuffer(*resp, resp, response);
     return s;
   });
-  const size_t request_bytes = request->Length();
   const size_t dropped = push_requests_.dropped();
   req.reset();
   // A request too large for the pool was just freed, and gRPC assembled it
