@@ -7,6 +7,7 @@
 #   data_plane_bench   dense push+pull (fused, and Push then Pull) vs raw TCP vs
 #                      naive gRPC, 1 PS x 1 worker and 2 PS x 2 workers (3 repeats)
 #   sparse_bench       hash-table lookups / Adagrad updates, in process and RPC
+#                      (3 repeats; the target point, dim 64 x 4096, again with 9)
 #   memory_bench       ps_server RSS per parameter byte with Adam (+ two
 #                      diagnostics: 10 dense pushes; the same with
 #                      MALLOC_ARENA_MAX=2)
@@ -75,6 +76,10 @@ run data_plane_bench 300 "$BIN/bench/data_plane_bench" --repeats=3 --seconds_per
   --min_iterations=3 --clusters=1x1,2x2 --output_json="$WORK/data_plane_bench.json"
 run sparse_bench 300 "$BIN/bench/sparse_bench" --repeats=3 \
   --output_json="$WORK/sparse_bench.json"
+# The target point again with more and longer repeats: its RPC ratio moved
+# between 0.54 and 0.79 across 3-repeat runs on the 2-vCPU machine.
+run sparse_bench_target 300 "$BIN/bench/sparse_bench" --dims=64 --batches=4096 --repeats=9 \
+  --seconds_per_point=0.5 --output_json="$WORK/sparse_bench_target.json"
 run memory_bench 300 "$BIN/bench/memory_bench" --ps_server_bin="$BIN/ps/ps_server" \
   --output_json="$WORK/memory_bench.json"
 run memory_bench_10_pushes 300 "$BIN/bench/memory_bench" --ps_server_bin="$BIN/ps/ps_server" \
@@ -90,7 +95,7 @@ else
   note dispatch_bench "skipped: bench/dispatch_bench is not in this tree (or did not build)"
 fi
 if [[ -x bench/compare_tf/run.sh ]]; then
-  run compare_tf 600 bench/compare_tf/run.sh
+  OUT_JSON="$WORK/compare_tf_results.json" run compare_tf 600 bench/compare_tf/run.sh
 else
   note compare_tf "skipped: bench/compare_tf/run.sh is not in this tree"
 fi
@@ -101,7 +106,7 @@ import json, os, sys, time
 work, out_dir, date, load_before, load_after = sys.argv[1:6]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
             if l.startswith("model name")), "unknown")
-names = ["data_plane_bench", "sparse_bench", "memory_bench", "memory_bench_10_pushes",
+names = ["data_plane_bench", "sparse_bench", "sparse_bench_target", "memory_bench", "memory_bench_10_pushes",
          "memory_bench_10_pushes_arena_max_2", "e2e_bench", "dispatch_bench", "compare_tf"]
 notes = {}
 for line in open(f"{work}/notes.tsv"):
@@ -142,7 +147,8 @@ if dp:
             targets.append({"benchmark": "data_plane_bench",
                             "name": f"fused push+pull {size}, 1 PS x 1 worker, over {ceiling}",
                             "target": f">= {goal}", "measured": p[key], "met": p[key] >= goal})
-sp = results["sparse_bench"]
+# Targets from the longer run of the target point when it ran.
+sp = results["sparse_bench_target"] or results["sparse_bench"]
 if sp:
     for t in sp.get("targets", []):
         targets.append({"benchmark": "sparse_bench", **t})
@@ -153,6 +159,17 @@ if mem:
             targets.append({"benchmark": "memory_bench",
                             "name": f"PS RSS / parameter bytes, Adam, {c['case']}",
                             "target": c["target"], "measured": c["ratio"], "met": c["met"]})
+tf = load_json("compare_tf_results") if "compare_tf" in durations else None
+if tf and "throughput_ratio_pscluster_over_tf" in tf:
+    ratio = tf["throughput_ratio_pscluster_over_tf"]
+    diff = tf.get("eval_accuracy_diff_pscluster_minus_tf", float("nan"))
+    tol = tf.get("targets", {}).get("accuracy_tolerance", 0.01)
+    targets.append({"benchmark": "compare_tf",
+                    "name": f"examples/s over TF PSS, Fashion-MNIST MLP (accuracy diff {diff:+.4f})",
+                    "target": f">= {tf.get('targets', {}).get('throughput_ratio_min', 3.0)}x, "
+                              f"accuracy within {tol}",
+                    "measured": ratio,
+                    "met": bool(tf.get("targets", {}).get("throughput_met", False))})
 for name in names:
     if name not in durations and name not in notes:
         notes[name] = "not run"
@@ -173,6 +190,7 @@ titles = {
     "data_plane_bench": "Dense data plane (push+pull GB/s vs raw TCP and naive gRPC; "
                         "1 PS x 1 worker and 2 PS x 2 workers)",
     "sparse_bench": "Hash table lookups and Adagrad updates (Zipf ids)",
+    "sparse_bench_target": "Target point again: dim 64, batch 4096, 9 repeats of 0.5 s",
     "memory_bench": "PS resident memory per parameter byte (Adam)",
     "memory_bench_10_pushes": "Diagnostic: dense variable after 10 full pushes",
     "memory_bench_10_pushes_arena_max_2": "Diagnostic: 10 pushes with MALLOC_ARENA_MAX=2 in ps_server",
