@@ -5,13 +5,14 @@
 # Prints a markdown table and writes bench/compare_tf/results.json.
 # Not part of ./run_tests.sh (needs the TF venv: ./setup.sh, ~600 MB, PyPI).
 #
-#   bench/compare_tf/run.sh                 # 3 epochs, ~4 minutes on 2 cores
-#   EPOCHS=2 bench/compare_tf/run.sh
+#   bench/compare_tf/run.sh                 # 3 epochs x 3 runs each, ~4 minutes on 2 cores
+#   EPOCHS=2 REPEATS=1 bench/compare_tf/run.sh
 #   SKIP_BUILD=1 SKIP_DISPATCH=1 bench/compare_tf/run.sh
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 EPOCHS="${EPOCHS:-3}"
+REPEATS="${REPEATS:-3}"
 PS="${PS:-2}"
 WORKERS="${WORKERS:-2}"
 DISPATCH_WORKERS="${DISPATCH_WORKERS:-1,2,4}"
@@ -46,21 +47,25 @@ load() {
     idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.1f\n", (t > 0 ? 100 * (t - idle) / t : 0) }' > "$WORK/load.$1"
 }
 
-echo "== pscluster: psctl local ($PS PS x $WORKERS workers, $EPOCHS epochs)" >&2
-load pscluster
-t0=$(now)
-.bazel/bin/client/psctl local "$WORK/job.yaml" --ps "$PS" --workers "$WORKERS" --output json \
-  > "$WORK/pscluster.json"
-t1=$(now)
-echo "$t0 $t1" > "$WORK/pscluster.time"
+# REPEATS alternating runs of each system; the report takes the median
+# examples/s of each (this machine's figures move by +-20 % between runs).
+for ((r = 1; r <= REPEATS; r++)); do
+  echo "== pscluster: psctl local ($PS PS x $WORKERS workers, $EPOCHS epochs), run $r/$REPEATS" >&2
+  load "pscluster.$r"
+  t0=$(now)
+  .bazel/bin/client/psctl local "$WORK/job.yaml" --ps "$PS" --workers "$WORKERS" --output json \
+    > "$WORK/pscluster.$r.json"
+  t1=$(now)
+  echo "$t0 $t1" > "$WORK/pscluster.$r.time"
 
-echo "== TensorFlow: tf_ps_mlp.py train ($PS PS x $WORKERS workers, $EPOCHS epochs)" >&2
-load tf
-t0=$(now)
-"$VPY" "$HERE/tf_ps_mlp.py" train --ps "$PS" --workers "$WORKERS" --epochs "$EPOCHS" \
-  --json "$WORK/tf.json" > /dev/null
-t1=$(now)
-echo "$t0 $t1" > "$WORK/tf.time"
+  echo "== TensorFlow: tf_ps_mlp.py train ($PS PS x $WORKERS workers, $EPOCHS epochs), run $r/$REPEATS" >&2
+  load "tf.$r"
+  t0=$(now)
+  "$VPY" "$HERE/tf_ps_mlp.py" train --ps "$PS" --workers "$WORKERS" --epochs "$EPOCHS" \
+    --json "$WORK/tf.$r.json" > /dev/null
+  t1=$(now)
+  echo "$t0 $t1" > "$WORK/tf.$r.time"
+done
 
 if [[ -z "${SKIP_DISPATCH:-}" ]]; then
   echo "== TensorFlow: dispatch rate of a no-op closure on $DISPATCH_WORKERS workers" >&2
@@ -69,27 +74,41 @@ if [[ -z "${SKIP_DISPATCH:-}" ]]; then
     --seconds "$DISPATCH_SECONDS" --json "$WORK/tf_dispatch.json" > /dev/null
 fi
 
-"$VPY" - "$WORK" "$OUT_JSON" "$EPOCHS" <<'EOF'
-import json, os, platform, subprocess, sys, time
-work, out_path, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+"$VPY" - "$WORK" "$OUT_JSON" "$EPOCHS" "$REPEATS" <<'EOF'
+import json, os, platform, statistics, subprocess, sys, time
+work, out_path, epochs, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
 def load(name):
     p = os.path.join(work, name)
     return json.load(open(p)) if os.path.exists(p) else None
 
 def busy_pct(name):
+    name = {"pscluster": "pscluster.%d" % ps_run, "tf": "tf.%d" % tf_run}.get(name, name)
     p = os.path.join(work, "load." + name)
     return float(open(p).read()) if os.path.exists(p) else None
 
 def span(name):
+    name = {"pscluster.time": "pscluster.%d.time" % ps_run, "tf.time": "tf.%d.time" % tf_run}[name]
     a, b = open(os.path.join(work, name)).read().split()
     return float(b) - float(a)
 
-ps = load("pscluster.json")
-tf = load("tf.json")
+def median_run(system):
+    """The run with the median examples/s of `system`, with its index."""
+    runs = []
+    for r in range(1, repeats + 1):
+        d = load("%s.%d.json" % (system, r))
+        if d is None:
+            sys.exit("run.sh: %s run %d wrote no result" % (system, r))
+        if system == "pscluster" and d.get("state") not in ("SUCCEEDED", None):
+            sys.exit("run.sh: pscluster job ended %s: %s" % (d.get("state"), d.get("error")))
+        runs.append((d["examples_per_sec"], r, d))
+    runs.sort(key=lambda x: x[0])
+    _, r, d = runs[(len(runs) - 1) // 2]
+    return d, r, [x[0] for x in sorted(runs, key=lambda x: x[1])]
+
+ps, ps_run, ps_all = median_run("pscluster")
+tf, tf_run, tf_all = median_run("tf")
 disp = load("tf_dispatch.json")
-if ps.get("state") not in ("SUCCEEDED", None):
-    sys.exit("run.sh: pscluster job ended %s: %s" % (ps.get("state"), ps.get("error")))
 
 from importlib.metadata import version
 rows = [
@@ -107,12 +126,15 @@ rows = [
 ratio = ps["examples_per_sec"] / tf["examples_per_sec"]
 acc_diff = ps["eval_accuracy"] - tf["eval_accuracy"]
 
-print("\n| system | examples/s | eval accuracy | train s | wall s (whole command) |")
-print("|---|---:|---:|---:|---:|")
-for r in rows:
-    print("| %s | %.0f | %.4f | %.1f | %.1f |" % (r["system"], r["examples_per_sec"],
-          r["eval_accuracy"], r["train_seconds"], r["command_wall_seconds"]))
-print("| **pscluster / TF** | **%.2fx** | %+.4f | | |" % (ratio, acc_diff))
+print("\nMedian of %d alternating runs per system (the median run's accuracy and times)."
+      % repeats)
+print("\n| system | examples/s | eval accuracy | train s | wall s (whole command) | every run's examples/s |")
+print("|---|---:|---:|---:|---:|---|")
+for r, runs in zip(rows, (ps_all, tf_all)):
+    print("| %s | %.0f | %.4f | %.1f | %.1f | %s |" % (r["system"], r["examples_per_sec"],
+          r["eval_accuracy"], r["train_seconds"], r["command_wall_seconds"],
+          ", ".join("%.0f" % x for x in runs)))
+print("| **pscluster / TF** | **%.2fx** | %+.4f | | | |" % (ratio, acc_diff))
 print("\nTarget: pscluster >= 3x TF's examples/s at equal accuracy (+-0.01): %s (%.2fx, accuracy %+.4f)"
       % ("MET" if ratio >= 3 and abs(acc_diff) <= 0.01 else "NOT MET", ratio, acc_diff))
 busy = {n: busy_pct(n) for n in ("pscluster", "tf", "tf_dispatch")
@@ -133,10 +155,11 @@ result = {
     "machine": platform.machine(),
     "python": platform.python_version(),
     "tensorflow": version("tensorflow-cpu"), "numpy": version("numpy"),
-    "epochs": epochs, "cluster": {"ps": tf["ps"], "workers": tf["workers"]},
+    "epochs": epochs, "repeats": repeats, "cluster": {"ps": tf["ps"], "workers": tf["workers"]},
     "per_replica_batch": tf["per_replica_batch"], "steps_per_closure": tf["steps_per_closure"],
     "cpu_busy_pct_before": {n: busy_pct(n) for n in ("pscluster", "tf", "tf_dispatch")},
     "rows": rows,
+    "examples_per_sec_every_run": {"pscluster": ps_all, "tensorflow": tf_all},
     "throughput_ratio_pscluster_over_tf": ratio,
     "eval_accuracy_diff_pscluster_minus_tf": acc_diff,
     "targets": {"throughput_ratio_min": 3.0, "accuracy_tolerance": 0.01,
