@@ -12,6 +12,10 @@
 #   compute/pull/push   seconds per worker: the job's sums over workers
 #                       (worker/core/trainer.cc times each step's gather +
 #                       forward/backward, pulls and pushes) divided by workers;
+#                       push is one round trip per PS per step that also
+#                       brings the next step's parameters (fused push+pull),
+#                       so it includes the next step's pull; pull is only
+#                       each closure's first pull;
 #   other               train s - (compute + pull + push) per worker: time a
 #                       worker spent outside its own timed steps during
 #                       training (closure dispatch round trips, waiting for a
@@ -121,7 +125,8 @@ def f(x, fmt):
     return "—" if x is None else format(x, fmt)
 
 print(f"End to end, psctl local, {epochs} epoch(s) per run; time split is seconds per worker "
-      "during training (other = train s − compute − pull − push).\n")
+      "during training (other = train s − compute − pull − push; push includes the next "
+      "step's pull, fused; pull is each closure's first pull).\n")
 print("| example | strategy | PS | workers | examples/s | train s | compute | pull | push | "
       "other | eval accuracy | eval AUC | wall s | state |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
