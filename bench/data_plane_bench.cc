@@ -311,9 +311,8 @@ struct Connection {
   std::unique_ptr<bench::EchoService::Stub> echo_stub;
   std::unique_ptr<GrpcPsClient> ps_client;
   // pscluster's responses, kept across calls as worker/core/trainer.cc keeps
-  // its per-PS ones. This saves little: Clear() (run by every parse) deletes
-  // singular submessages (PushResponse.pulled, NamedTensor.tensor), so each
-  // call's tensor bytes land in a fresh allocation either way.
+  // its per-PS ones: the sub-messages holding tensors are `optional`, so the
+  // Clear() of every parse keeps them and their buffers.
   PushResponse pushed;
   PullResponse pulled;
 };
