@@ -37,10 +37,12 @@ absl::Status ValidateShape(absl::Span<const int64_t> shape, int64_t max_elements
   return absl::OkStatus();
 }
 
-Tensor::Tensor(Shape shape) : shape_(std::move(shape)), values_(NumElements(shape_), 0.0f) {}
+Tensor::Tensor(Shape shape)
+    : shape_(std::move(shape)), bytes_(NumElements(shape_) * sizeof(float), '\0') {}
 
 Tensor::Tensor(Shape shape, std::vector<float> values)
-    : shape_(std::move(shape)), values_(std::move(values)) {}
+    : shape_(std::move(shape)),
+      bytes_(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)) {}
 
 void EncodeTensor(absl::Span<const int64_t> shape, absl::Span<const float> values,
                   TensorProto* out) {
@@ -74,10 +76,9 @@ absl::Status CheckPayload(const TensorProto& proto, const std::string& what) {
 
 absl::StatusOr<Tensor> DecodeTensor(const TensorProto& proto) {
   if (absl::Status s = CheckPayload(proto, "tensor"); !s.ok()) return s;
-  Shape shape(proto.shape().begin(), proto.shape().end());
-  std::vector<float> values(NumElements(shape));
-  if (!values.empty()) std::memcpy(values.data(), proto.data().data(), proto.data().size());
-  return Tensor(std::move(shape), std::move(values));
+  Tensor t(Shape(proto.shape().begin(), proto.shape().end()));
+  if (t.num_bytes() > 0) std::memcpy(t.data(), proto.data().data(), proto.data().size());
+  return t;
 }
 
 absl::StatusOr<absl::Span<const float>> TensorView(const TensorProto& proto,

@@ -39,16 +39,29 @@ class Tensor {
   Tensor(Shape shape, std::vector<float> values);
 
   const Shape& shape() const { return shape_; }
-  int64_t num_elements() const { return static_cast<int64_t>(values_.size()); }
-  int64_t num_bytes() const { return num_elements() * sizeof(float); }
-  float* data() { return values_.data(); }
-  const float* data() const { return values_.data(); }
-  std::vector<float>& values() { return values_; }
-  const std::vector<float>& values() const { return values_; }
+  int64_t num_elements() const { return static_cast<int64_t>(bytes_.size() / sizeof(float)); }
+  int64_t num_bytes() const { return static_cast<int64_t>(bytes_.size()); }
+  float* data() { return reinterpret_cast<float*>(bytes_.data()); }
+  const float* data() const { return reinterpret_cast<const float*>(bytes_.data()); }
+  absl::Span<float> values() { return absl::MakeSpan(data(), num_elements()); }
+  absl::Span<const float> values() const { return absl::MakeConstSpan(data(), num_elements()); }
+  // A copy of the elements.
+  std::vector<float> ToVector() const {
+    return std::vector<float>(values().begin(), values().end());
+  }
+
+  // Exchanges this tensor's element bytes with `bytes` (a TensorProto's
+  // `data`), copying nothing: a pulled tensor becomes the model's, or a
+  // gradient goes into a request, and the proto keeps the other buffer for
+  // the next call. REQUIRES: once the caller is done swapping, the tensor
+  // holds NumElements(shape()) * 4 bytes again.
+  void SwapBytes(std::string* bytes) { bytes_.swap(*bytes); }
 
  private:
   Shape shape_;
-  std::vector<float> values_;
+  // Little-endian float32 elements. A std::string (heap blocks are 16-byte
+  // aligned) so that SwapBytes can trade it with a protobuf `bytes` field.
+  std::string bytes_;
 };
 
 // Writes dtype, shape and the raw bytes of `values` into `out`.

@@ -109,7 +109,8 @@ std::map<uint64_t, std::vector<float>> Table(Cluster& c) {
     lookup->set_ids(EncodeRowIds(std::vector<uint64_t>{id}));
     PullResponse response;
     EXPECT_TRUE(c.ps[HashTableShard(id, c.num_ps())]->Pull(request, &response).ok());
-    out[id] = DecodeTensor(response.rows(0).tensor())->values();
+    const absl::StatusOr<Tensor> row = DecodeTensor(response.rows(0).tensor());
+    out[id].assign(row->values().begin(), row->values().end());
   }
   return out;
 }

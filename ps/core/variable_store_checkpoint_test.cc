@@ -238,7 +238,7 @@ std::vector<float> PullWhole(VariableStore& store, const std::string& name) {
   req.add_names(name);
   PullResponse resp;
   EXPECT_TRUE(store.Pull(req, &resp).ok()) << name;
-  return DecodeTensor(resp.tensors(0).tensor())->values();
+  return DecodeTensor(resp.tensors(0).tensor())->ToVector();
 }
 
 TEST(CheckpointTest, SameLayoutRoundTripIsBitExactAndTrainsOnIdentically) {

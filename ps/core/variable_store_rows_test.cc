@@ -75,7 +75,7 @@ absl::StatusOr<std::vector<float>> Lookup(VariableStore& store, const std::strin
   auto t = DecodeTensor(resp.rows(0).tensor());
   if (!t.ok()) return t.status();
   EXPECT_EQ(t->shape()[0], static_cast<int64_t>(ids.size()));
-  return t->values();
+  return t->ToVector();
 }
 
 std::vector<float> PullWhole(VariableStore& store, const std::string& name) {
@@ -83,7 +83,7 @@ std::vector<float> PullWhole(VariableStore& store, const std::string& name) {
   req.add_names(name);
   PullResponse resp;
   EXPECT_TRUE(store.Pull(req, &resp).ok());
-  return DecodeTensor(resp.tensors(0).tensor())->values();
+  return DecodeTensor(resp.tensors(0).tensor())->ToVector();
 }
 
 SparseGradient Sparse(const std::string& name, std::vector<int64_t> ids, int64_t dim,

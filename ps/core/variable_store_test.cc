@@ -51,7 +51,7 @@ absl::StatusOr<std::vector<float>> PullOne(VariableStore& store, const std::stri
   if (absl::Status s = store.Pull(req, &resp); !s.ok()) return s;
   auto t = DecodeTensor(resp.tensors(0).tensor());
   if (!t.ok()) return t.status();
-  return t->values();
+  return t->ToVector();
 }
 
 NamedTensor Grad(const std::string& name, Shape shape, float value) {

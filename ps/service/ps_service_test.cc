@@ -72,7 +72,7 @@ class PsServiceTest : public ::testing::Test {
     if (absl::Status s = client_->Pull(req, &resp); !s.ok()) return s;
     auto t = DecodeTensor(resp.tensors(0).tensor());
     if (!t.ok()) return t.status();
-    return t->values();
+    return t->ToVector();
   }
 
   double RequestCount(const std::string& method, const std::string& code) {

@@ -43,7 +43,7 @@ std::vector<Tensor> InitParams(const Model& model) {
     init.set_type("random_normal");
     init.set_stddev(0.5f);
     init.set_seed(3);
-    RunInitializer(init, v.name(), t.shape(), absl::MakeSpan(t.values()));
+    RunInitializer(init, v.name(), t.shape(), t.values());
     params.push_back(std::move(t));
   }
   return params;

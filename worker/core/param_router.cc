@@ -189,9 +189,9 @@ absl::Status ParamRouter::PlanStep(bool with_dense,
   return absl::OkStatus();
 }
 
-absl::Status ParamRouter::ReadPull(const RoutedStep& step,
-                                   const std::vector<PullResponse>& responses,
+absl::Status ParamRouter::ReadPull(const RoutedStep& step, std::vector<PullResponse>* answers,
                                    std::vector<Tensor>* params, std::vector<Tensor>* rows) const {
+  const std::vector<PullResponse>& responses = *answers;
   if (static_cast<int>(responses.size()) != num_ps_) {
     return absl::InternalError(
         absl::StrCat(responses.size(), " pull responses for ", num_ps_, " PS"));
@@ -232,6 +232,15 @@ absl::Status ParamRouter::ReadPull(const RoutedStep& step,
         if (!view.ok()) return absl::InternalError(view.status().message());
         Tensor& dst = (*params)[d.var];
         if (dst.shape() != d.shape) dst = Tensor(d.shape);
+        if (!d.partitioned) {
+          // The whole variable: take the answer's bytes instead of copying
+          // them (the view checked their size against the shape).
+          dst.SwapBytes((*answers)[ps]
+                            .mutable_tensors(static_cast<int>(i))
+                            ->mutable_tensor()
+                            ->mutable_data());
+          continue;
+        }
         std::memcpy(dst.data() + piece.row_offset * d.row_elems, view->data(),
                     view->size() * sizeof(float));
       }
@@ -253,14 +262,25 @@ absl::Status ParamRouter::ReadPull(const RoutedStep& step,
   return absl::OkStatus();
 }
 
-void ParamRouter::BuildPush(const RoutedStep& step, const std::vector<Tensor>& grads,
+void ParamRouter::BuildPush(const RoutedStep& step, std::vector<Tensor>* grads,
                             const std::vector<Tensor>& row_grads,
                             std::vector<PushRequest>* push) const {
-  // Cleared, not replaced: the requests keep their buffers from step to step.
+  // The previous step's gradient buffers, taken out before the requests are
+  // cleared (cleared, not replaced: the requests keep their buffers from
+  // step to step).
   push->resize(num_ps_);
-  for (PushRequest& request : *push) request.Clear();
-  if (!grads.empty()) {
+  std::vector<std::vector<std::string>> previous(num_ps_);
+  for (int ps = 0; ps < num_ps_; ++ps) {
+    PushRequest& request = (*push)[ps];
+    previous[ps].resize(request.gradients_size());
+    for (int k = 0; k < request.gradients_size(); ++k) {
+      previous[ps][k].swap(*request.mutable_gradients(k)->mutable_tensor()->mutable_data());
+    }
+    request.Clear();
+  }
+  if (!grads->empty()) {
     for (int ps = 0; ps < num_ps_; ++ps) {
+      int k = 0;  // the gradient's index in this request
       for (const auto& [di, i] : dense_by_ps_[ps]) {
         const Dense& d = dense_[di];
         const Piece& piece = d.pieces[i];
@@ -268,7 +288,20 @@ void ParamRouter::BuildPush(const RoutedStep& step, const std::vector<Tensor>& g
         if (d.partitioned) piece_shape[0] = piece.rows;
         NamedTensor* g = (*push)[ps].add_gradients();
         g->set_name(piece.name);
-        const Tensor& full = grads[d.var];
+        Tensor& full = (*grads)[d.var];
+        std::string* old = k < static_cast<int>(previous[ps].size()) ? &previous[ps][k] : nullptr;
+        ++k;
+        if (!d.partitioned && old != nullptr &&
+            static_cast<int64_t>(old->size()) == full.num_bytes()) {
+          // Trade buffers: the gradient's bytes go out as they are, and the
+          // tensor takes last step's request buffer for the next gradient.
+          TensorProto* t = g->mutable_tensor();
+          t->set_dtype(DT_FLOAT32);
+          t->mutable_shape()->Assign(piece_shape.begin(), piece_shape.end());
+          full.SwapBytes(t->mutable_data());  // the request's data was empty
+          full.SwapBytes(old);
+          continue;
+        }
         EncodeTensor(piece_shape,
                      absl::MakeConstSpan(full.data() + piece.row_offset * d.row_elems,
                                          NumElements(piece_shape)),

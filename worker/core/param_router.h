@@ -99,13 +99,16 @@ class ParamRouter {
   absl::Status PlanStep(bool with_dense, const std::vector<std::vector<uint64_t>>& unique_ids,
                         RoutedStep* step) const;
 
-  // Reads the answers to step.pull (responses[ps], one per PS; those for
+  // Reads the answers to step.pull ((*responses)[ps], one per PS; those for
   // skipped requests are ignored). If step.with_dense, writes every
   // whole-read variable into params[v] (index as `variables`, resized to
-  // fit; embedding entries untouched). Writes rows[t] = [unique_count[t],
-  // row_width(t)], row u holding unique id u's row. INTERNAL when a response
-  // does not answer its request (count, shape or dtype).
-  absl::Status ReadPull(const RoutedStep& step, const std::vector<PullResponse>& responses,
+  // fit; embedding entries untouched): an unpartitioned variable's bytes are
+  // swapped out of its answer, not copied, so that answer's tensor then
+  // holds the tensor's previous bytes (same size, reused by the next parse).
+  // Writes rows[t] = [unique_count[t], row_width(t)], row u holding unique id
+  // u's row. INTERNAL when a response does not answer its request (count,
+  // shape or dtype).
+  absl::Status ReadPull(const RoutedStep& step, std::vector<PullResponse>* responses,
                         std::vector<Tensor>* params, std::vector<Tensor>* rows) const;
 
   // Builds one PushRequest per PS into `push` (resized to num_ps()): the
@@ -114,7 +117,11 @@ class ParamRouter {
   // SparseGradients to the shards and ids the step read them from.
   // REQUIRES: step.with_dense and grads shaped as the variables, or
   // `grads` empty to push no dense gradient; row_grads match the step.
-  void BuildPush(const RoutedStep& step, const std::vector<Tensor>& grads,
+  // A whole (unpartitioned) variable's gradient is not copied when `push`
+  // still holds the previous step's requests: the gradient's bytes move into
+  // the request and (*grads)[v] takes that request's old buffer of the same
+  // size, so its values are then stale (Model::TrainStep overwrites them).
+  void BuildPush(const RoutedStep& step, std::vector<Tensor>* grads,
                  const std::vector<Tensor>& row_grads, std::vector<PushRequest>* push) const;
 
  private:

@@ -179,7 +179,8 @@ TEST(ParamRouterTest, LookupsReturnRowsInRequestOrderForShuffledAndDuplicatedIds
   RoutedStep step;
   ASSERT_TRUE((*router)->PlanStep(false, {unique}, &step).ok());
   std::vector<Tensor> params(1), rows;
-  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+  std::vector<PullResponse> answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
 
   ASSERT_EQ(rows[0].shape(), (Shape{static_cast<int64_t>(unique.size()), 3}));
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -212,7 +213,8 @@ TEST(ParamRouterTest, AnyIdOrderGivesTheSameRowPerId) {
     RoutedStep step;
     ASSERT_TRUE((*router)->PlanStep(false, {ids}, &step).ok());
     std::vector<Tensor> params(1), rows;
-    ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+    std::vector<PullResponse> answers = cluster.Pull(step);
+    ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
     for (size_t u = 0; u < ids.size(); ++u) {
       EXPECT_EQ(rows[0].data()[u * 3 + 1], Value(0, ids[u], 1)) << "id " << ids[u];
     }
@@ -235,7 +237,8 @@ TEST(ParamRouterTest, PartitionedDenseVariableAssemblesAndSplits) {
   EXPECT_THAT(step.pull[0].names(), ElementsAre("dense_0/kernel/part_0", "dense_0/bias/part_0"));
   EXPECT_THAT(step.pull[1].names(), ElementsAre("dense_0/kernel/part_1", "dense_0/bias/part_1"));
   std::vector<Tensor> params(2), rows;
-  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+  std::vector<PullResponse> answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
   ASSERT_EQ(params[0].shape(), (Shape{5, 2}));
   for (int64_t r = 0; r < 5; ++r) {
     for (int64_t c = 0; c < 2; ++c) EXPECT_EQ(params[0].values()[r * 2 + c], Value(0, r, c));
@@ -246,16 +249,64 @@ TEST(ParamRouterTest, PartitionedDenseVariableAssemblesAndSplits) {
   std::vector<Tensor> grads = {Tensor({5, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}),
                                Tensor({2}, {0.5f, -0.5f})};
   std::vector<PushRequest> push;
-  (*router)->BuildPush(step, grads, {}, &push);
+  (*router)->BuildPush(step, &grads, {}, &push);
   ASSERT_EQ(push[1].gradients(0).name(), "dense_0/kernel/part_1");
   EXPECT_THAT(push[1].gradients(0).tensor().shape(), ElementsAre(2, 2));
   cluster.Push(push);
   std::vector<Tensor> after(2);
-  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &after, &rows).ok());
+  answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &after, &rows).ok());
   for (int64_t i = 0; i < 10; ++i) {
     EXPECT_EQ(after[0].values()[i], params[0].values()[i] - grads[0].values()[i]) << i;
   }
   EXPECT_EQ(after[1].values()[1], params[1].values()[1] + 0.5f);
+}
+
+// A whole variable is taken from its answer without a copy: the answer is
+// left holding the tensor's previous bytes, of the same size, so the next
+// parse into it needs no allocation; a second read still gets fresh values.
+TEST(ParamRouterTest, WholeVariableIsSwappedOutOfItsAnswer) {
+  const std::vector<VariableSpecProto> vars = {Var("dense_0/kernel", {4, 3}),
+                                               Var("dense_0/bias", {3})};
+  TwoPs cluster(vars, PartitionerSpec());  // kernel on PS 0, bias on PS 1
+  auto router = ParamRouter::Create(vars, cluster.placement, 2);
+  ASSERT_TRUE(router.ok()) << router.status();
+  RoutedStep step;
+  ASSERT_TRUE((*router)->PlanStep(true, {}, &step).ok());
+  std::vector<Tensor> params(2), rows;
+  std::vector<PullResponse> answers = cluster.Pull(step);
+  const char* pulled_bytes = answers[0].tensors(0).tensor().data().data();
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
+  EXPECT_EQ(reinterpret_cast<const char*>(params[0].data()), pulled_bytes);  // not copied
+  EXPECT_EQ(answers[0].tensors(0).tensor().data().size(), 4u * 3 * sizeof(float));
+  EXPECT_EQ(params[0].values()[7], Value(0, 2, 1));
+
+  std::vector<Tensor> grads = {Tensor({4, 3}), Tensor({3}, {1, 2, 3})};
+  grads[0].values()[7] = 5;
+  std::vector<PushRequest> push;
+  (*router)->BuildPush(step, &grads, {}, &push);
+  cluster.Push(push);
+  answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
+  EXPECT_EQ(params[0].values()[7], Value(0, 2, 1) - 5);
+  EXPECT_THAT(params[1].values(),
+              ElementsAre(Value(1, 0, 0) - 1, Value(1, 1, 0) - 2, Value(1, 2, 0) - 3));
+
+  // The next push reuses `push`: the gradient's bytes move into the request
+  // and the tensor takes the request's previous buffer, of the same size.
+  std::fill(grads[0].values().begin(), grads[0].values().end(), 0.0f);
+  grads[0].values()[7] = 2;
+  const char* gradient_bytes = reinterpret_cast<const char*>(grads[0].data());
+  const char* request_bytes = push[0].gradients(0).tensor().data().data();
+  (*router)->BuildPush(step, &grads, {}, &push);
+  EXPECT_EQ(push[0].gradients(0).tensor().data().data(), gradient_bytes);
+  EXPECT_EQ(reinterpret_cast<const char*>(grads[0].data()), request_bytes);
+  EXPECT_EQ(grads[0].num_bytes(), 4 * 3 * static_cast<int64_t>(sizeof(float)));
+  cluster.Push(push);
+  answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
+  EXPECT_EQ(params[0].values()[7], Value(0, 2, 1) - 7);
+  EXPECT_EQ(params[0].values()[6], Value(0, 2, 0));
 }
 
 // Gradients for a batch with duplicate ids: the model sums them per unique
@@ -280,9 +331,11 @@ TEST(ParamRouterTest, RowGradientsGoBackOncePerIdWithDuplicatesSummed) {
   RoutedStep step;
   ASSERT_TRUE((*router)->PlanStep(true, {unique}, &step).ok());
   std::vector<Tensor> params(2), rows;
-  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+  std::vector<PullResponse> answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
   std::vector<PushRequest> push;
-  (*router)->BuildPush(step, {Tensor(), Tensor({4, 1})}, {summed}, &push);
+  std::vector<Tensor> dense_grads = {Tensor(), Tensor({4, 1})};
+  (*router)->BuildPush(step, &dense_grads, {summed}, &push);
   // Exactly one push per PS, dense and sparse fused; distinct local ids.
   for (int ps = 0; ps < 2; ++ps) {
     ASSERT_EQ(push[ps].sparse_size(), 1) << "PS " << ps;
@@ -302,7 +355,8 @@ TEST(ParamRouterTest, RowGradientsGoBackOncePerIdWithDuplicatesSummed) {
   const std::vector<uint64_t> check = {8, 1, 6, 0, 9};
   RoutedStep again;
   ASSERT_TRUE((*router)->PlanStep(false, {check}, &again).ok());
-  ASSERT_TRUE((*router)->ReadPull(again, cluster.Pull(again), &params, &rows).ok());
+  answers = cluster.Pull(again);
+  ASSERT_TRUE((*router)->ReadPull(again, &answers, &params, &rows).ok());
   const float lost[] = {8, 8, 5, 0, 0};
   const float uses[] = {3, 2, 1, 0, 0};  // each use adds -1 to column 1
   for (size_t u = 0; u < check.size(); ++u) {
@@ -326,7 +380,8 @@ TEST(ParamRouterTest, UnpartitionedEmbeddingKeepsIds) {
   EXPECT_EQ(step.pull[1].lookups(0).name(), "embedding/user");
   EXPECT_THAT(DecodeIds(step.pull[1].lookups(0).ids()), ElementsAre(9, 3));
   std::vector<Tensor> params(2), rows;
-  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+  std::vector<PullResponse> answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
   EXPECT_THAT(rows[0].values(), ElementsAre(Value(1, 9, 0), Value(1, 9, 1), Value(1, 3, 0),
                                             Value(1, 3, 1)));
   EXPECT_THAT(params[0].values(), ElementsAre(Value(0, 0, 0), Value(0, 1, 0), Value(0, 2, 0)));
@@ -365,7 +420,7 @@ TEST(ParamRouterTest, HashTableIdsGoToTheirHashShardWithTheIdAsKey) {
                  responses[ps].add_rows()->mutable_tensor());
   }
   std::vector<Tensor> params(1), rows;
-  ASSERT_TRUE((*router)->ReadPull(step, responses, &params, &rows).ok());
+  ASSERT_TRUE((*router)->ReadPull(step, &responses, &params, &rows).ok());
   Tensor grads({static_cast<int64_t>(ids.size()), 4});
   for (size_t u = 0; u < ids.size(); ++u) {
     EXPECT_EQ(rows[0].values()[u * 4], static_cast<float>(ids[u] % 1000));
@@ -373,7 +428,8 @@ TEST(ParamRouterTest, HashTableIdsGoToTheirHashShardWithTheIdAsKey) {
     grads.values()[u * 4] = static_cast<float>(u);
   }
   std::vector<PushRequest> push;
-  (*router)->BuildPush(step, {}, {grads}, &push);
+  std::vector<Tensor> no_dense;
+  (*router)->BuildPush(step, &no_dense, {grads}, &push);
   for (int ps = 0; ps < 2; ++ps) {
     ASSERT_EQ(push[ps].sparse_size(), 1);
     const std::vector<uint64_t> keys = DecodeIds(push[ps].sparse(0).ids());
@@ -403,14 +459,16 @@ TEST(ParamRouterTest, HashTableLookupsOnRealPsReturnRowsInRequestOrder) {
   RoutedStep step;
   ASSERT_TRUE((*router)->PlanStep(false, {keys}, &step).ok());
   std::vector<Tensor> params(1), rows;
-  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+  std::vector<PullResponse> answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
   for (float v : rows[0].values()) EXPECT_EQ(v, 0.0f);
   Tensor set({static_cast<int64_t>(keys.size()), 3});
   for (size_t u = 0; u < keys.size(); ++u) {
     for (int c = 0; c < 3; ++c) set.values()[u * 3 + c] = -expected(keys[u], c);
   }
   std::vector<PushRequest> push;
-  (*router)->BuildPush(step, {}, {set}, &push);
+  std::vector<Tensor> no_dense;
+  (*router)->BuildPush(step, &no_dense, {set}, &push);
   cluster.Push(push);
 
   const std::vector<uint64_t> ids = {keys[7], keys[2], keys[7], keys[11], keys[0], keys[2],
@@ -419,7 +477,8 @@ TEST(ParamRouterTest, HashTableLookupsOnRealPsReturnRowsInRequestOrder) {
   std::vector<int64_t> index;
   DedupeIds(ids, &unique, &index);
   ASSERT_TRUE((*router)->PlanStep(false, {unique}, &step).ok());
-  ASSERT_TRUE((*router)->ReadPull(step, cluster.Pull(step), &params, &rows).ok());
+  answers = cluster.Pull(step);
+  ASSERT_TRUE((*router)->ReadPull(step, &answers, &params, &rows).ok());
   for (size_t k = 0; k < ids.size(); ++k) {
     const float* row = rows[0].data() + index[k] * 3;
     EXPECT_THAT(std::vector<float>(row, row + 3),

@@ -114,7 +114,7 @@ absl::Status Trainer::Pull(Context* ctx) {
     if (!HasWork(ctx->step.pull[p])) continue;
     RETURN_IF_ERROR(ps_[p]->Pull(ctx->step.pull[p], &ctx->pulled[p]));
   }
-  return router_->ReadPull(ctx->step, ctx->pulled, &ctx->params, &ctx->rows);
+  return router_->ReadPull(ctx->step, &ctx->pulled, &ctx->params, &ctx->rows);
 }
 
 absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index,
@@ -149,7 +149,7 @@ absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index,
   }
   RETURN_IF_ERROR(status);
   if (!with_next_pull) return absl::OkStatus();
-  return router_->ReadPull(ctx->step, ctx->pulled, &ctx->params, &ctx->rows);
+  return router_->ReadPull(ctx->step, &ctx->pulled, &ctx->params, &ctx->rows);
 }
 
 void Trainer::Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin,
@@ -233,7 +233,7 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
     if (train) {
       model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
                         &ctx->grads, &ctx->row_grads, &step);
-      router_->BuildPush(ctx->step, ctx->grads, ctx->row_grads, &ctx->push);
+      router_->BuildPush(ctx->step, &ctx->grads, ctx->row_grads, &ctx->push);
       // The next step of this closure is gathered and planned now, so that
       // its pull rides on this push. A plan that fails (e.g. an id outside
       // a vocabulary) still lets this step's push go out alone first.
