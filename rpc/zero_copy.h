@@ -81,7 +81,7 @@ class MessagePool {
     absl::MutexLock lock(&mu_);
     if (free_bytes_ + bytes > max_free_bytes_) {
       ++dropped_;
-      return;  // freed outside the lock would be nicer; it is rare and cheap
+      return;  // `message` is freed after `lock` is released (declared before it)
     }
     message->Clear();
     free_bytes_ += bytes;
