@@ -57,6 +57,7 @@
 #include "bench/tcp_ping_pong.h"
 #include "common/tensor.h"
 #include "protos/ps.pb.h"
+#include "ps/core/job_stores.h"
 #include "ps/core/variable_store.h"
 #include "ps/service/grpc_ps_client.h"
 #include "ps/service/ps_service.h"
@@ -173,7 +174,7 @@ struct Cluster {
   ClusterShape shape;
   std::vector<std::unique_ptr<EchoServiceImpl>> echo_services;
   std::vector<std::unique_ptr<RunningServer>> echo_servers;
-  std::vector<std::unique_ptr<VariableStore>> stores;
+  std::vector<std::unique_ptr<JobStores>> stores;
   std::vector<std::unique_ptr<ParameterServerService>> ps_services;
   std::vector<std::unique_ptr<RunningServer>> ps_servers;
   // [worker * shape.ps + ps]: each worker has its own connections to every
@@ -209,7 +210,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
     auto registry = std::make_shared<prometheus::Registry>();
     VariableStore::Options store_options;
     store_options.registry = registry;
-    c->stores.push_back(std::make_unique<VariableStore>(store_options));
+    c->stores.push_back(std::make_unique<JobStores>(store_options));
     c->ps_services.push_back(
         std::make_unique<ParameterServerService>(c->stores.back().get(), registry));
     auto ps_server = StartServer(ServerOptions(), {c->ps_services.back().get()}, registry);

@@ -2,7 +2,8 @@
 // variable, Adagrad) with Zipf-distributed ids, at three depths, in one run:
 //   table  - HashTable::Lookup / ApplyGradients directly, one thread: rows/s
 //            per core of the core data structure;
-//   store  - VariableStore::Pull (PullRequest.lookups) / Push
+//   store  - the PS's Pull (PullRequest.lookups) / Push in process (JobStores ->
+//            VariableStore)
 //            (PushRequest.sparse) in process: adds id decoding, validation
 //            and the tensor encoding, still no RPC;
 //   rpc    - the same two calls through GrpcPsClient to a
@@ -48,6 +49,7 @@
 #include "protos/ps.pb.h"
 #include "ps/core/hash_table.h"
 #include "ps/core/optimizer.h"
+#include "ps/core/job_stores.h"
 #include "ps/core/variable_store.h"
 #include "ps/service/grpc_ps_client.h"
 #include "ps/service/ps_service.h"
@@ -206,7 +208,8 @@ int Main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   VariableStore::Options store_options;
   store_options.registry = registry;
-  VariableStore store(store_options);
+  // The PS's job namespaces; every request here addresses the "" job.
+  JobStores store(store_options);
   ParameterServerService ps_service(&store, registry);
   const bool rpc = absl::GetFlag(FLAGS_rpc);
   const int num_paths = rpc ? kNumPaths : kRpcSparse;

@@ -92,7 +92,7 @@ void ProgressPrinter::Update(const JobStatusProto& status, absl::Time now) {
   epochs_seen_ = std::max(epochs_seen_, status.epochs_size());
   // A pending job (or one whose size is not known yet) has nothing to show,
   // and the last update of a finished one adds nothing beyond the summary.
-  if (status.state() == PENDING || status.state() == JOB_STATE_UNKNOWN) return;
+  if (status.state() == QUEUED || status.state() == JOB_STATE_UNKNOWN) return;
   if (status.total_steps() == 0 && !epoch_ended) return;
   if (IsFinalState(status.state()) && !epoch_ended) return;
   if (!epoch_ended && now - last_line_ < min_interval_) return;

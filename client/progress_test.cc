@@ -114,7 +114,7 @@ TEST(ProgressPrinterTest, LinesAreThrottledButEveryEpochEndIsPrinted) {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   JobStatusProto s = Running();
   JobStatusProto pending;
-  pending.set_state(PENDING);
+  pending.set_state(QUEUED);
   printer.Update(pending, t0 - absl::Seconds(5));  // nothing to show yet
   JobStatusProto starting = Running();
   starting.set_steps(0);

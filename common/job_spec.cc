@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -69,9 +70,16 @@ double Num(const YAML::Node& n, const std::string& what) {
 bool Bool(const YAML::Node& n, const std::string& what) {
   return Scalar<bool>(n, what, "true or false");
 }
-int64_t Int(const YAML::Node& n, const std::string& what, int64_t min_value) {
+// An integer in [min_value, max_value]; the bounds (job_spec.h, JobLimits)
+// keep every size of a job within what the cluster can hold and what int64
+// arithmetic on it can represent.
+int64_t Int(const YAML::Node& n, const std::string& what, int64_t min_value,
+            int64_t max_value = std::numeric_limits<int64_t>::max()) {
   const int64_t v = Scalar<int64_t>(n, what, "an integer");
   if (v < min_value) Fail(n, absl::StrCat(what, " must be >= ", min_value, ", got ", v));
+  if (v > max_value) {
+    Fail(n, absl::StrCat(what, " must be <= ", max_value, " (the stated limit), got ", v));
+  }
   return v;
 }
 float Positive(const YAML::Node& n, const std::string& what) {
@@ -134,7 +142,7 @@ LayerSpec ParseLayer(const YAML::Node& n, int index) {
     if (!body) Fail(n, absl::StrCat(where, ": dense needs {units: N}"));
     CheckKeys(body, where + ".dense", {"units", "activation"});
     layer.kind = LayerSpec::Kind::kDense;
-    layer.units = Int(Required(body, "units", where + ".dense"), where + ".dense.units", 1);
+    layer.units = Int(Required(body, "units", where + ".dense"), where + ".dense.units", 1, JobLimits::kMaxUnits);
     if (body["activation"]) layer.activation = ParseActivation(body["activation"]);
     return layer;
   }
@@ -150,13 +158,13 @@ CategoricalFeatureSpec ParseCategorical(const YAML::Node& n, int index) {
   f.name = Str(Required(n, "name", where), where + ".name");
   if (f.name.empty()) Fail(n["name"], absl::StrCat(where, ".name must not be empty"));
   f.column = n["column"] ? Str(n["column"], where + ".column") : f.name;
-  if (n["vocab_size"]) f.vocab_size = Int(n["vocab_size"], where + ".vocab_size", 1);
+  if (n["vocab_size"]) f.vocab_size = Int(n["vocab_size"], where + ".vocab_size", 1, JobLimits::kMaxVocab);
   if (n["hashed"]) f.hashed = Bool(n["hashed"], where + ".hashed");
   if ((f.vocab_size > 0) == f.hashed) {
     Fail(n, absl::StrCat(where, " ('", f.name,
                          "') needs exactly one of vocab_size: N (a fixed vocabulary) or hashed: true"));
   }
-  if (n["embedding_dim"]) f.embedding_dim = Int(n["embedding_dim"], where + ".embedding_dim", 1);
+  if (n["embedding_dim"]) f.embedding_dim = Int(n["embedding_dim"], where + ".embedding_dim", 1, JobLimits::kMaxEmbeddingDim);
   if (YAML::Node c = n["combiner"]) {
     const std::string v = Str(c, where + ".combiner");
     if (v == "sum") f.combiner = Combiner::kSum;
@@ -179,7 +187,7 @@ CategoricalFeatureSpec ParseCategorical(const YAML::Node& n, int index) {
   }
   if (n["max_rows"]) {
     if (!f.hashed) Fail(n["max_rows"], absl::StrCat(where, ".max_rows applies to hashed features only"));
-    f.max_rows = Int(n["max_rows"], where + ".max_rows", 1);
+    f.max_rows = Int(n["max_rows"], where + ".max_rows", 1, JobLimits::kMaxVocab);
   }
   if (YAML::Node e = n["eviction"]) {
     const std::string v = Str(e, where + ".eviction");
@@ -198,7 +206,7 @@ void ParseModel(const YAML::Node& n, ModelSpec* m) {
   CheckKeys(n, "model", {"inputs", "layers", "loss", "kernel_initializer", "bias_initializer"});
   YAML::Node inputs = Required(n, "inputs", "model");
   CheckKeys(inputs, "model.inputs", {"dense", "categorical"});
-  if (inputs["dense"]) m->dense_inputs = Int(inputs["dense"], "model.inputs.dense", 0);
+  if (inputs["dense"]) m->dense_inputs = Int(inputs["dense"], "model.inputs.dense", 0, JobLimits::kMaxDenseInputs);
   if (YAML::Node cats = inputs["categorical"]) {
     if (!cats.IsSequence()) Fail(cats, "model.inputs.categorical must be a list of features");
     std::set<std::string> names;
@@ -382,8 +390,8 @@ void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* 
     }
   } else if (d->format == "synthetic_ctr") {
     CheckKeys(n, where, {"format", "num_examples", "id_space", "zipf_exponent", "seed", "limit"});
-    d->num_examples = Int(Required(n, "num_examples", where), where + ".num_examples", 1);
-    if (n["id_space"]) d->id_space = Int(n["id_space"], where + ".id_space", 1);
+    d->num_examples = Int(Required(n, "num_examples", where), where + ".num_examples", 1, JobLimits::kMaxExamples);
+    if (n["id_space"]) d->id_space = Int(n["id_space"], where + ".id_space", 1, JobLimits::kMaxIdSpace);
     if (n["zipf_exponent"]) {
       d->zipf_exponent = Positive(n["zipf_exponent"], where + ".zipf_exponent");
     }
@@ -392,7 +400,7 @@ void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* 
     Fail(n["format"], absl::StrCat("unknown data format '", d->format,
                                    "' (expected idx, csv or synthetic_ctr)"));
   }
-  if (n["limit"]) d->limit = Int(n["limit"], where + ".limit", 0);
+  if (n["limit"]) d->limit = Int(n["limit"], where + ".limit", 0, JobLimits::kMaxExamples);
 }
 
 PartitionerSpec ParsePartitioner(const YAML::Node& n) {
@@ -413,7 +421,7 @@ PartitionerSpec ParsePartitioner(const YAML::Node& n) {
     p.type = PartitionerSpec::Type::kNone;
   } else if (t == "fixed") {
     p = PartitionerSpec::Fixed(Int(Required(n, "num_shards", "variable_partitioner"),
-                                   "variable_partitioner.num_shards", 1));
+                                   "variable_partitioner.num_shards", 1, JobLimits::kMaxShards));
   } else if (t == "min_size") {
     p = PartitionerSpec::MinSize();
     if (only_for("min_shard_bytes", "min_size")) {
@@ -432,7 +440,7 @@ PartitionerSpec ParsePartitioner(const YAML::Node& n) {
     if (t != "min_size" && t != "max_size") {
       Fail(n["max_shards"], absl::StrCat("partitioner '", t, "' has no option 'max_shards'"));
     }
-    p.max_shards = Int(n["max_shards"], "variable_partitioner.max_shards", t == "max_size" ? 0 : 1);
+    p.max_shards = Int(n["max_shards"], "variable_partitioner.max_shards", t == "max_size" ? 0 : 1, JobLimits::kMaxShards);
   }
   if (n["bytes_per_string"]) {
     p.bytes_per_string = Int(n["bytes_per_string"], "variable_partitioner.bytes_per_string", 1);
@@ -445,18 +453,18 @@ void ParseData(const YAML::Node& n, DataSpec* d) {
   CheckKeys(n, "data", {"train", "eval", "per_replica_batch", "shuffle"});
   ParseSource(Required(n, "train", "data"), "data.train", &d->train);
   ParseSource(Required(n, "eval", "data"), "data.eval", &d->eval);
-  if (n["per_replica_batch"]) d->per_replica_batch = Int(n["per_replica_batch"], "data.per_replica_batch", 1);
+  if (n["per_replica_batch"]) d->per_replica_batch = Int(n["per_replica_batch"], "data.per_replica_batch", 1, JobLimits::kMaxBatch);
   if (n["shuffle"]) d->shuffle = Bool(n["shuffle"], "data.shuffle");
 }
 
 void ParseTrain(const YAML::Node& n, TrainSpec* t) {
   CheckKeys(n, "train", {"epochs", "steps_per_closure", "closures_per_worker", "closures_per_rpc"});
-  if (n["epochs"]) t->epochs = Int(n["epochs"], "train.epochs", 1);
-  if (n["steps_per_closure"]) t->steps_per_closure = Int(n["steps_per_closure"], "train.steps_per_closure", 1);
+  if (n["epochs"]) t->epochs = Int(n["epochs"], "train.epochs", 1, JobLimits::kMaxEpochs);
+  if (n["steps_per_closure"]) t->steps_per_closure = Int(n["steps_per_closure"], "train.steps_per_closure", 1, JobLimits::kMaxStepsPerClosure);
   if (n["closures_per_worker"]) {
-    t->closures_per_worker = Int(n["closures_per_worker"], "train.closures_per_worker", 1);
+    t->closures_per_worker = Int(n["closures_per_worker"], "train.closures_per_worker", 1, JobLimits::kMaxClosuresPerWorker);
   }
-  if (n["closures_per_rpc"]) t->closures_per_rpc = Int(n["closures_per_rpc"], "train.closures_per_rpc", 1);
+  if (n["closures_per_rpc"]) t->closures_per_rpc = Int(n["closures_per_rpc"], "train.closures_per_rpc", 1, JobLimits::kMaxClosuresPerRpc);
 }
 
 // The data must provide what the model's inputs need.
@@ -503,17 +511,17 @@ void ParseCheckpoint(const YAML::Node& n, CheckpointSpec* c) {
   CheckKeys(n, "checkpoint", {"dir", "every_steps", "every_seconds", "keep"});
   c->dir = Str(Required(n, "dir", "checkpoint"), "checkpoint.dir");
   if (c->dir.empty()) Fail(n["dir"], "checkpoint.dir must not be empty");
-  if (n["every_steps"]) c->every_steps = Int(n["every_steps"], "checkpoint.every_steps", 0);
+  if (n["every_steps"]) c->every_steps = Int(n["every_steps"], "checkpoint.every_steps", 0, JobLimits::kMaxExamples);
   if (n["every_seconds"]) {
     c->every_seconds = Num(n["every_seconds"], "checkpoint.every_seconds");
     if (c->every_seconds < 0) Fail(n["every_seconds"], "checkpoint.every_seconds must be >= 0");
   }
-  if (n["keep"]) c->keep = Int(n["keep"], "checkpoint.keep", 1);
+  if (n["keep"]) c->keep = Int(n["keep"], "checkpoint.keep", 1, JobLimits::kMaxCheckpointsKept);
 }
 
 void ParseFaultTolerance(const YAML::Node& n, FaultToleranceSpec* f) {
   CheckKeys(n, "fault_tolerance", {"max_attempts", "ps_recovery_timeout_s", "health_check_interval_s"});
-  if (n["max_attempts"]) f->max_attempts = Int(n["max_attempts"], "fault_tolerance.max_attempts", 1);
+  if (n["max_attempts"]) f->max_attempts = Int(n["max_attempts"], "fault_tolerance.max_attempts", 1, JobLimits::kMaxAttempts);
   if (n["ps_recovery_timeout_s"]) {
     f->ps_recovery_timeout_s = Positive(n["ps_recovery_timeout_s"], "fault_tolerance.ps_recovery_timeout_s");
   }
@@ -554,6 +562,20 @@ JobSpec ParseRoot(const YAML::Node& root) {
   if (root["train"]) ParseTrain(root["train"], &spec.train);
   if (root["checkpoint"]) ParseCheckpoint(root["checkpoint"], &spec.checkpoint);
   if (root["fault_tolerance"]) ParseFaultTolerance(root["fault_tolerance"], &spec.fault_tolerance);
+  // What a worker holds per layer for one batch. Each factor is bounded
+  // above, so the product does not overflow.
+  const int64_t batch = spec.data.per_replica_batch;
+  int64_t width = spec.model.dense_inputs;
+  for (const CategoricalFeatureSpec& f : spec.model.categorical) width += f.embedding_dim;
+  for (size_t i = 0; i < spec.model.layers.size(); ++i) {
+    if (spec.model.layers[i].units > 0) width = spec.model.layers[i].units;
+    if (batch * width > JobLimits::kMaxActivationElements) {
+      Fail(root["data"]["per_replica_batch"] ? root["data"]["per_replica_batch"] : root["model"],
+           absl::StrCat("per_replica_batch ", batch, " x width ", width, " of layer ", i,
+                        " is ", batch * width, " activations, over the limit of ",
+                        JobLimits::kMaxActivationElements, " (1 GiB of float32)"));
+    }
+  }
   return spec;
 }
 

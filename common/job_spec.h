@@ -20,6 +20,32 @@ enum class Strategy { kParameterServer, kOneDevice };
 enum class DevicePreference { kAuto, kCpu, kCuda };
 enum class Activation { kNone, kRelu };
 
+// The largest value each size in a job may take. ParseJobSpec refuses a job
+// past any of them (INVALID_ARGUMENT naming the field and the limit), so
+// that no job can overflow an integer, start unbounded threads or make a
+// process allocate without bound; the coordinator also checks the job's
+// parameter and slot bytes per PS against its memory limit at submit time
+// (coordinator/core/job_admission.h).
+struct JobLimits {
+  static constexpr int64_t kMaxBatch = int64_t{1} << 16;             // per_replica_batch
+  static constexpr int64_t kMaxUnits = int64_t{1} << 16;             // a dense layer's units
+  static constexpr int64_t kMaxDenseInputs = int64_t{1} << 24;       // model.inputs.dense
+  static constexpr int64_t kMaxVocab = int64_t{1} << 32;             // vocab_size, max_rows
+  static constexpr int64_t kMaxEmbeddingDim = 4096;
+  static constexpr int64_t kMaxEpochs = 100000;
+  static constexpr int64_t kMaxStepsPerClosure = 1000000;
+  static constexpr int64_t kMaxClosuresPerWorker = 64;               // dispatch threads per worker
+  static constexpr int64_t kMaxClosuresPerRpc = 1024;
+  static constexpr int64_t kMaxExamples = int64_t{1} << 40;          // limit, num_examples, every_steps
+  static constexpr int64_t kMaxIdSpace = int64_t{1} << 62;           // synthetic_ctr id_space
+  static constexpr int64_t kMaxShards = 4096;                        // partitioner shards
+  static constexpr int64_t kMaxCheckpointsKept = 1000;
+  static constexpr int64_t kMaxAttempts = 100;
+  // batch x units of any layer: the activations a worker holds for it
+  // (2^28 floats = 1 GiB).
+  static constexpr int64_t kMaxActivationElements = int64_t{1} << 28;
+};
+
 struct LayerSpec {
   enum class Kind { kDense, kRelu };
   Kind kind = Kind::kDense;

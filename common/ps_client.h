@@ -64,6 +64,16 @@ class PsClient {
   virtual absl::Status Restore(const RestoreRequest& /*request*/, RestoreResponse* /*response*/) {
     return absl::UnimplementedError("this PsClient does not implement Restore");
   }
+  // Job namespaces (ps/core/job_stores.h): EndJob frees everything the job
+  // holds on the PS; PruneKeys forgets the exactly-once keys a committed
+  // checkpoint covers. UNIMPLEMENTED by default, as above.
+  virtual absl::Status EndJob(const EndJobRequest& /*request*/, EndJobResponse* /*response*/) {
+    return absl::UnimplementedError("this PsClient does not implement EndJob");
+  }
+  virtual absl::Status PruneKeys(const PruneKeysRequest& /*request*/,
+                                 PruneKeysResponse* /*response*/) {
+    return absl::UnimplementedError("this PsClient does not implement PruneKeys");
+  }
 };
 
 namespace ps_client_internal {

@@ -2,6 +2,12 @@
 //
 //   coordinator --ps=HOST:PORT,... --workers=HOST:PORT,...
 //       [--address=127.0.0.1:0] [--port_file=F] [--metrics_address=...]
+//   coordinator --cluster=cluster.yaml      (or TF_CONFIG with task type chief)
+//
+// With a cluster (--cluster or TF_CONFIG) the PS and worker addresses come
+// from it, and the coordinator listens on the chief's entry unless --address
+// is given. --ps/--workers win over TF_CONFIG (psctl local passes them);
+// --cluster together with --ps/--workers is an error.
 //
 // Wiring only: flags, gRPC clients for the cluster, JobManager, the server.
 #include <prometheus/registry.h>
@@ -9,11 +15,17 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "common/cluster_config.h"
 #include "coordinator/core/job_manager.h"
 #include "coordinator/service/coordinator_service.h"
 #include "coordinator/service/grpc_health_checker.h"
@@ -26,29 +38,81 @@ ABSL_FLAG(std::vector<std::string>, ps, {}, "comma-separated host:port of the PS
 ABSL_FLAG(std::vector<std::string>, workers, {}, "comma-separated host:port of the workers");
 ABSL_FLAG(int, max_attempts, 0,
           "runs of one closure before its job fails (0: the job's fault_tolerance.max_attempts)");
+ABSL_FLAG(int, cluster_wait_s, 120,
+          "seconds a job waits at its start for every PS and worker to answer health checks "
+          "before it fails naming the missing tasks");
+ABSL_FLAG(int64_t, ps_memory_limit_bytes, int64_t{8} << 30,
+          "per-PS memory limit for one job's parameters plus optimizer slots: a submitted job "
+          "whose layout needs more on any PS is refused (0: no limit)");
 ABSL_FLAG(std::string, state_dir, "",
           "durable coordinator state: submitted jobs are recorded here, and a coordinator "
           "restarted on the same directory resumes the jobs that had not ended");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Serves the pscluster coordinator.");
+  absl::SetProgramUsageMessage(
+      "Serves the pscluster coordinator.\n"
+      "  coordinator --ps=HOST:PORT,... --workers=HOST:PORT,... [--address=HOST:PORT]\n"
+      "  coordinator --cluster=cluster.yaml    (or TF_CONFIG, task type chief)");
   absl::StatusOr<pscluster::ServerOptions> options = pscluster::ParseServerCommandLine(argc, argv);
   if (!options.ok()) {
     std::cerr << "coordinator: " << options.status().message() << "\n";
     return pscluster::kExitBadFlags;
   }
-  const std::vector<std::string> ps_addresses = absl::GetFlag(FLAGS_ps);
-  const std::vector<std::string> worker_addresses = absl::GetFlag(FLAGS_workers);
+  std::vector<std::string> ps_addresses = absl::GetFlag(FLAGS_ps);
+  std::vector<std::string> worker_addresses = absl::GetFlag(FLAGS_workers);
+  const bool addresses_given = !ps_addresses.empty() || !worker_addresses.empty();
+  // Explicit --ps/--workers win over TF_CONFIG (psctl local passes them).
+  const char* tf_config = std::getenv("TF_CONFIG");
+  const bool tf_config_ignored = addresses_given && tf_config != nullptr && tf_config[0] != '\0';
+  absl::StatusOr<std::optional<pscluster::ClusterConfig>> cluster =
+      pscluster::ResolveServerCluster(pscluster::TaskType::kChief,
+                                      addresses_given ? nullptr : tf_config, &*options);
+  if (!cluster.ok()) {
+    std::cerr << "coordinator: " << cluster.status().message() << "\n";
+    return pscluster::kExitBadFlags;
+  }
+  if (cluster->has_value()) {
+    if (addresses_given) {
+      std::cerr << "coordinator: give either --cluster or --ps/--workers, not both\n";
+      return pscluster::kExitBadFlags;
+    }
+    ps_addresses = (*cluster)->cluster.ps;
+    worker_addresses = (*cluster)->cluster.worker;
+  }
   if (ps_addresses.empty() || worker_addresses.empty()) {
-    std::cerr << "coordinator: --ps and --workers must each name at least one host:port\n";
+    std::cerr << "coordinator: --ps and --workers must each name at least one host:port (or "
+                 "give the cluster: --cluster FILE or TF_CONFIG)\n";
+    return pscluster::kExitBadFlags;
+  }
+  for (const auto* list : {&ps_addresses, &worker_addresses}) {
+    for (const std::string& a : *list) {
+      if (absl::Status s = pscluster::CheckHostPort(a); !s.ok()) {
+        std::cerr << "coordinator: " << (list == &ps_addresses ? "--ps: " : "--workers: ")
+                  << s.message() << "\n";
+        return pscluster::kExitBadFlags;
+      }
+    }
+  }
+  if (absl::GetFlag(FLAGS_ps_memory_limit_bytes) < 0) {
+    std::cerr << "coordinator: --ps_memory_limit_bytes must be >= 0\n";
     return pscluster::kExitBadFlags;
   }
   if (absl::GetFlag(FLAGS_max_attempts) < 0) {
     std::cerr << "coordinator: --max_attempts must be >= 0\n";
     return pscluster::kExitBadFlags;
   }
+  if (absl::GetFlag(FLAGS_cluster_wait_s) < 0) {
+    std::cerr << "coordinator: --cluster_wait_s must be >= 0\n";
+    return pscluster::kExitBadFlags;
+  }
   // Logs go to stderr: stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("coordinator"));
+  spdlog::set_level(spdlog::level::from_str(options->log_level));
+  if (tf_config_ignored) spdlog::warn("TF_CONFIG ignored: --ps/--workers given");
+  if (cluster->has_value()) {
+    spdlog::info("cluster task chief {} ({}): {} ps, {} workers", (*cluster)->task_index,
+                 (*cluster)->task_address(), ps_addresses.size(), worker_addresses.size());
+  }
   pscluster::BlockTerminationSignals();
   auto registry = std::make_shared<prometheus::Registry>();
 
@@ -72,6 +136,9 @@ int main(int argc, char** argv) {
   runner_options.ps_addresses = ps_addresses;
   runner_options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   runner_options.health = &health;
+  runner_options.cluster_wait = absl::Seconds(absl::GetFlag(FLAGS_cluster_wait_s));
+  runner_options.worker_addresses = worker_addresses;
+  runner_options.ps_memory_limit_bytes = absl::GetFlag(FLAGS_ps_memory_limit_bytes);
   auto jobs = std::make_unique<pscluster::JobManager>(ps, workers, runner_options,
                                                       absl::GetFlag(FLAGS_state_dir));
   absl::StatusOr<int> resumed = jobs->Recover();

@@ -13,12 +13,14 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/usage.h"
 #include "absl/synchronization/notification.h"
-#include "ps/core/variable_store.h"
+#include "common/cluster_config.h"
+#include "ps/core/job_stores.h"
 #include "ps/service/ps_service.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
@@ -40,16 +42,29 @@ int Main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 4 << 20);
   absl::SetProgramUsageMessage(
       "Runs one pscluster parameter-server task.\n"
-      "  ps_server --address=HOST:PORT [--port_file=FILE] [--metrics_address=HOST:PORT]");
+      "  ps_server --address=HOST:PORT [--port_file=FILE] [--metrics_address=HOST:PORT]\n"
+      "  ps_server --cluster=cluster.yaml --task_index=I    (or TF_CONFIG, task type ps)");
   absl::StatusOr<ServerOptions> parsed = ParseServerCommandLine(argc, argv);
   if (!parsed.ok()) {
     std::cerr << "ps_server: " << parsed.status().message() << "\n";
     return kExitBadFlags;
   }
-  const ServerOptions& options = *parsed;
+  ServerOptions& options = *parsed;
+  absl::StatusOr<std::optional<ClusterConfig>> cluster =
+      ResolveServerCluster(TaskType::kPs, std::getenv("TF_CONFIG"), &options);
+  if (!cluster.ok()) {
+    std::cerr << "ps_server: " << cluster.status().message() << "\n";
+    return kExitBadFlags;
+  }
 
   // Logs go to stderr: stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("ps_server"));
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+  if (cluster->has_value()) {
+    spdlog::info("cluster task ps {} ({}) of {} ps, {} workers", (*cluster)->task_index,
+                 (*cluster)->task_address(), (*cluster)->cluster.ps.size(),
+                 (*cluster)->cluster.worker.size());
+  }
 
   // Before any thread starts, so every thread inherits the blocked signals.
   absl::Notification stop;
@@ -58,8 +73,8 @@ int Main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   VariableStore::Options store_options;
   store_options.registry = registry;
-  VariableStore store(store_options);
-  ParameterServerService service(&store, registry);
+  JobStores jobs(store_options);
+  ParameterServerService service(&jobs, registry);
   auto server = StartServer(options, {&service}, registry);
   if (!server.ok()) {
     spdlog::error("cannot start: {}", server.status().ToString());

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace pscluster {
 
@@ -69,6 +71,16 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
   return running;
 }
 
+std::string ChannelTarget(const std::string& target) {
+  // A URI already ("dns:///h:p", "ipv4:1.2.3.4:5", "unix:/path"). Without a
+  // scheme gRPC would also fall back to DNS, but "host:port" parses as a URI
+  // with scheme "host", so say which resolver is meant.
+  for (absl::string_view scheme : {"dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:"}) {
+    if (absl::StartsWith(target, scheme)) return target;
+  }
+  return absl::StrCat("dns:///", target);
+}
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -80,7 +92,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  // DNS names are re-resolved when a connection fails (pick_first asks the
+  // dns resolver again on TRANSIENT_FAILURE), but by default at most every
+  // 30 s: a pod restarted at a new IP would wait that long. Nothing here may
+  // turn re-resolution off; this only shortens its rate limit.
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
+  return grpc::CreateCustomChannel(ChannelTarget(target), grpc::InsecureChannelCredentials(),
+                                   args);
 }
 
 void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {

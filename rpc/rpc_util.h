@@ -36,6 +36,9 @@ struct ServerOptions {
   // If set, Prometheus /metrics is served on this address ("127.0.0.1:0"
   // picks a port; written to `port_file` + ".metrics" when port_file is set).
   std::string metrics_address;
+  // spdlog level name: trace, debug, info, warn, error or off (checked by
+  // ParseServerCommandLine; each main.cc applies it).
+  std::string log_level = "info";
 };
 
 // A started gRPC server with the health-checking service, plus its metrics
@@ -66,7 +69,15 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
     std::shared_ptr<prometheus::Registry> registry);
 
 // An insecure channel to `target` with pscluster's message-size limits.
+// A plain "host:port" target goes through gRPC's DNS resolver
+// ("dns:///host:port"), which resolves the name again whenever the connection
+// fails, so a peer that comes back at a new IP under the same name (a
+// Kubernetes pod) is found; targets with a scheme ("ipv4:", "unix:", ...) are
+// used as they are.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target);
+
+// The gRPC target MakeChannel connects to for `target` (exposed for tests).
+std::string ChannelTarget(const std::string& target);
 
 // Sets a deadline `timeout` from now on `ctx`.
 void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout);

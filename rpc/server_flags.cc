@@ -10,13 +10,24 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/cluster_config.h"
 
-ABSL_FLAG(std::string, address, "127.0.0.1:0",
-          "host:port to serve gRPC on; port 0 lets the kernel pick one.");
+ABSL_FLAG(std::string, address, "",
+          "host:port to serve gRPC on; port 0 lets the kernel pick one. Default: this task's "
+          "entry in the cluster (--cluster or TF_CONFIG), else 127.0.0.1:0.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, the bound port is written here once the server is ready.");
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port for Prometheus /metrics; empty turns metrics serving off.");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, cluster, "",
+          "cluster file (YAML or JSON: a `cluster:` mapping of chief/worker/ps to lists of "
+          "host:port, as in TF_CONFIG); with --task_type/--task_index. Wins over TF_CONFIG.");
+ABSL_FLAG(std::string, task_type, "",
+          "this server's job in the cluster (chief, worker or ps); default: the one this "
+          "binary runs (coordinator: chief).");
+ABSL_FLAG(int, task_index, -1,
+          "this server's index in its job's list in the cluster (--cluster or TF_CONFIG).");
 
 namespace pscluster {
 namespace {
@@ -58,6 +69,14 @@ absl::Status CheckAddress(const std::string& flag, const std::string& address) {
   return absl::OkStatus();
 }
 
+absl::Status CheckLogLevel(const std::string& level) {
+  for (const char* name : {"trace", "debug", "info", "warn", "error", "off"}) {
+    if (level == name) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--log_level='", level, "' is not one of trace, debug, info, warn, error, off"));
+}
+
 }  // namespace
 
 absl::StatusOr<ServerOptions> ParseServerCommandLine(int argc, char** argv) {
@@ -70,16 +89,81 @@ absl::StatusOr<ServerOptions> ParseServerCommandLine(int argc, char** argv) {
         absl::StrCat("unexpected argument '", positional[1], "' (only flags are accepted)"));
   }
   ServerOptions options;
-  options.address = absl::GetFlag(FLAGS_address);
+  if (!absl::GetFlag(FLAGS_address).empty()) options.address = absl::GetFlag(FLAGS_address);
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.log_level = absl::GetFlag(FLAGS_log_level);
   if (absl::Status s = CheckAddress("address", options.address); !s.ok()) return s;
+  if (absl::Status s = CheckLogLevel(options.log_level); !s.ok()) return s;
   if (!options.metrics_address.empty()) {
     if (absl::Status s = CheckAddress("metrics_address", options.metrics_address); !s.ok()) {
       return s;
     }
   }
   return options;
+}
+
+absl::StatusOr<std::optional<ClusterConfig>> ResolveServerCluster(TaskType self,
+                                                                  const char* tf_config,
+                                                                  ServerOptions* options) {
+  const std::string cluster_file = absl::GetFlag(FLAGS_cluster);
+  const std::string task_type_flag = absl::GetFlag(FLAGS_task_type);
+  const int task_index_flag = absl::GetFlag(FLAGS_task_index);
+  const bool have_tf_config = tf_config != nullptr && tf_config[0] != '\0';
+  if (cluster_file.empty() && !have_tf_config) {
+    if (!task_type_flag.empty() || task_index_flag != -1) {
+      return absl::InvalidArgumentError(
+          "--task_type/--task_index need a cluster: --cluster FILE or the TF_CONFIG variable");
+    }
+    return std::optional<ClusterConfig>();
+  }
+  if (task_index_flag < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--task_index=", task_index_flag, " must be >= 0"));
+  }
+  std::optional<TaskType> type_flag;
+  if (!task_type_flag.empty()) {
+    absl::StatusOr<TaskType> t = ParseTaskType(task_type_flag);
+    if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat("--task_type: ", t.status().message()));
+    type_flag = *t;
+  }
+
+  absl::StatusOr<ClusterConfig> config;
+  std::string source;
+  if (!cluster_file.empty()) {
+    source = cluster_file;
+    absl::StatusOr<ClusterSpec> spec = LoadClusterFile(cluster_file);
+    if (!spec.ok()) return spec.status();
+    const TaskType type = type_flag.value_or(self);
+    int index = task_index_flag;
+    if (index == -1) {
+      if (spec->tasks(type).size() != 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--cluster needs --task_index: ", cluster_file, " has ",
+                         spec->tasks(type).size(), " ", TaskTypeName(type), " tasks"));
+      }
+      index = 0;
+    }
+    config = MakeClusterConfig(*std::move(spec), type, index, cluster_file);
+  } else {
+    source = "TF_CONFIG";
+    config = ParseTfConfig(tf_config, "TF_CONFIG");
+    if (config.ok() && (type_flag.has_value() || task_index_flag != -1)) {
+      config = MakeClusterConfig(std::move(config->cluster), type_flag.value_or(config->task_type),
+                                 task_index_flag == -1 ? config->task_index : task_index_flag,
+                                 "TF_CONFIG with --task_type/--task_index");
+    }
+  }
+  if (!config.ok()) return config.status();
+  if (config->task_type != self) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": this task is ", TaskTypeName(config->task_type), " ", config->task_index,
+        ", but this server runs ", TaskTypeName(self), " tasks"));
+  }
+  if (absl::GetFlag(FLAGS_address).empty()) {
+    options->address = ListenAddressFor(config->task_address());
+  }
+  return std::optional<ClusterConfig>(*std::move(config));
 }
 
 }  // namespace pscluster

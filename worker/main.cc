@@ -1,6 +1,7 @@
 // worker_server: serves the Worker RPCs for one worker task.
 //
 //   worker_server --address=127.0.0.1:0 --port_file=F [--metrics_address=127.0.0.1:0]
+//   worker_server --cluster=cluster.yaml --task_index=I   (or TF_CONFIG)
 //
 // Wiring only: flags, the WorkerState with gRPC PS clients, the server.
 #include <prometheus/registry.h>
@@ -8,10 +9,13 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "common/cluster_config.h"
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
@@ -25,14 +29,29 @@ ABSL_FLAG(int, compute_threads, 0,
           "workers that share a machine a share of its cores (psctl local does).");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Serves a pscluster worker task.");
+  absl::SetProgramUsageMessage(
+      "Serves a pscluster worker task.\n"
+      "  worker_server --address=HOST:PORT [--port_file=FILE] [--metrics_address=HOST:PORT]\n"
+      "  worker_server --cluster=cluster.yaml --task_index=I    (or TF_CONFIG, task type worker)");
   absl::StatusOr<pscluster::ServerOptions> options = pscluster::ParseServerCommandLine(argc, argv);
   if (!options.ok()) {
     std::cerr << "worker_server: " << options.status().message() << "\n";
     return pscluster::kExitBadFlags;
   }
+  absl::StatusOr<std::optional<pscluster::ClusterConfig>> cluster = pscluster::ResolveServerCluster(
+      pscluster::TaskType::kWorker, std::getenv("TF_CONFIG"), &*options);
+  if (!cluster.ok()) {
+    std::cerr << "worker_server: " << cluster.status().message() << "\n";
+    return pscluster::kExitBadFlags;
+  }
   // Logs go to stderr: stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("worker_server"));
+  spdlog::set_level(spdlog::level::from_str(options->log_level));
+  if (cluster->has_value()) {
+    // The PS addresses come from the coordinator's SetupJob, not from here.
+    spdlog::info("cluster task worker {} ({}) of {} workers", (*cluster)->task_index,
+                 (*cluster)->task_address(), (*cluster)->cluster.worker.size());
+  }
   pscluster::BlockTerminationSignals();
   pscluster::SetCpuComputeThreads(absl::GetFlag(FLAGS_compute_threads));
   auto registry = std::make_shared<prometheus::Registry>();

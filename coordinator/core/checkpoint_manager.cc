@@ -84,6 +84,7 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::Save(
       SaveRequest request;
       request.set_path(absl::StrCat(path, "/ps-", p, ".data"));
       request.set_ps_index(static_cast<int>(p));
+      request.set_job(job_id_);
       status[p] = ps[p]->Save(request, &saved[p]);
     });
   }
@@ -147,6 +148,7 @@ absl::Status CheckpointManager::Restore(const CheckpointManifest& manifest, cons
       *request.mutable_files() = manifest.files();
       *request.mutable_variables() = plan.per_ps[p];
       request.set_num_ps(static_cast<int>(ps.size()));
+      request.set_job(job_id_);
       RestoreResponse response;
       status[p] = ps[p]->Restore(request, &response);
     });

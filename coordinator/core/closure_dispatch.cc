@@ -121,8 +121,14 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
         }
         continue;
       }
-      spdlog::warn("job {}: {} failed on worker {} (attempt {}): {}; retrying", options.job_id,
-                   what, worker->address(), c.attempts, s.ToString());
+      const std::string retry = absl::StrCat(what, " failed on worker ", worker->address(),
+                                             " (attempt ", c.attempts, "): ", s.ToString(),
+                                             "; retrying");
+      if (options.on_retry) {
+        options.on_retry(retry);
+      } else {
+        spdlog::warn("job {}: {}", options.job_id, retry);
+      }
       queue->PutBack(c);
       retried = true;
       backoff_attempts = std::max(backoff_attempts, c.attempts);

@@ -42,6 +42,9 @@ struct DispatchOptions {
   // Called on the dispatch thread for each closure that succeeded, before
   // the queue hears Done(). Must not block on the queue.
   std::function<void(const Closure&, const RunClosureResponse&)> on_success;
+  // Called on the dispatch thread with a sentence on each closure failure
+  // that will be retried. Null: the sentence is logged here instead.
+  std::function<void(const std::string&)> on_retry;
   // True while the job knows its PS tasks to be down: failures then do not
   // count as attempts. Null: never.
   std::function<bool()> ps_failed;

@@ -1,9 +1,15 @@
 #include "coordinator/core/job_manager.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "coordinator/core/job_admission.h"
 
 namespace pscluster {
 
@@ -16,7 +22,18 @@ JobManager::JobManager(std::vector<PsClient*> ps, std::vector<WorkerClient*> wor
     : ps_(std::move(ps)),
       workers_(std::move(workers)),
       options_(std::move(options)),
-      state_dir_(std::move(state_dir)) {}
+      state_dir_(std::move(state_dir)) {
+  scheduler_ = std::thread([this] { SchedulerLoop(); });
+}
+
+JobManager::~JobManager() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (!running_.empty()) jobs_[running_]->Interrupt();
+  }
+  scheduler_.join();
+}
 
 std::string JobManager::CheckpointDirFor(const std::string& id, const JobSpec& spec) const {
   if (!spec.checkpoint.dir.empty()) return spec.checkpoint.dir;
@@ -24,68 +41,116 @@ std::string JobManager::CheckpointDirFor(const std::string& id, const JobSpec& s
   return "";
 }
 
-void JobManager::StartLocked(const std::string& id, JobSpec spec, JobRunnerOptions options) {
+void JobManager::QueueLocked(const std::string& id, JobSpec spec, JobRunnerOptions options) {
   options.checkpoint_dir = CheckpointDirFor(id, spec);
-  Job& job = jobs_[id];
-  job.runner = std::make_unique<JobRunner>(id, std::move(spec), ps_, workers_, std::move(options));
-  JobRunner* runner = job.runner.get();
-  job.thread = std::thread([runner] { runner->Run().IgnoreError(); });
+  auto runner = std::make_unique<JobRunner>(id, std::move(spec), ps_, workers_, std::move(options));
+  const int64_t ahead = static_cast<int64_t>(queue_.size()) + (running_.empty() ? 0 : 1);
+  runner->Event("queued", ahead == 0 ? std::string("queued; runs next")
+                                     : absl::StrCat("queued behind ", ahead, " job(s)"));
+  jobs_[id] = std::move(runner);
+  order_.push_back(id);
+  queue_.push_back(id);
+}
+
+void JobManager::SchedulerLoop() {
+  while (true) {
+    JobRunner* runner;
+    std::string id;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      id = queue_.front();
+      queue_.pop_front();
+      running_ = id;
+      runner = jobs_[id].get();
+    }
+    runner->Run().IgnoreError();
+    const JobStatusProto final_status = runner->Status();
+    if (!runner->interrupted()) RecordEnd(id, final_status);
+    absl::MutexLock lock(&mu_);
+    running_.clear();
+  }
+}
+
+void JobManager::RecordEnd(const std::string& job_id, const JobStatusProto& status) {
+  JobLog* registry;
+  {
+    absl::MutexLock lock(&mu_);
+    registry = registry_.get();
+  }
+  if (registry == nullptr) return;
+  JobLogRecord r;
+  r.mutable_ended()->set_job_id(job_id);
+  r.mutable_ended()->set_state(status.state());
+  r.mutable_ended()->set_error(status.error());
+  r.mutable_ended()->set_status(status.SerializeAsString());
+  if (absl::Status s = registry->Append(r); !s.ok()) {
+    spdlog::warn("job {}: recording its end in the registry: {}", job_id, s.ToString());
+  }
 }
 
 absl::StatusOr<int> JobManager::Recover() {
   if (state_dir_.empty()) return 0;
   const std::string path = state_dir_ + "/jobs";
   absl::StatusOr<std::vector<JobLogRecord>> records = ReadJobLog(path);
-  std::vector<JobLogRecord> submitted;
-  if (records.ok()) submitted = *std::move(records);
+  std::vector<JobLogRecord> registry;
+  if (records.ok()) registry = *std::move(records);
+  std::map<std::string, JobStatusProto> ended_in_registry;
+  for (const JobLogRecord& r : registry) {
+    if (!r.has_ended() || r.ended().job_id().empty()) continue;
+    JobStatusProto status;
+    status.ParseFromString(r.ended().status());
+    status.set_job_id(r.ended().job_id());
+    ended_in_registry[r.ended().job_id()] = status;
+  }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(registry_, JobLog::Open(path));
-  int resumed = 0;
-  for (const JobLogRecord& r : submitted) {
+  int queued = 0;
+  for (const JobLogRecord& r : registry) {
     if (!r.has_started()) continue;
     ++submitted_;
     const std::string& id = r.started().job_id();
     absl::StatusOr<JobSpec> spec = ParseJobSpec(r.started().spec_yaml(), r.started().spec_path());
-    if (!spec.ok()) continue;
-    // Ended jobs are done; the others resume from their own job log.
+    if (!spec.ok()) {
+      spdlog::warn("job {}: its recorded spec no longer parses ({}); not resumed", id,
+                   spec.status().ToString());
+      continue;
+    }
     const std::string dir = CheckpointDirFor(id, *spec);
-    bool ended = false;
-    if (!dir.empty()) {
+    std::optional<JobStatusProto> ended;
+    if (auto it = ended_in_registry.find(id); it != ended_in_registry.end()) ended = it->second;
+    if (!ended && !dir.empty()) {
+      // A job that ended after its own log recorded it but before the registry did.
       absl::StatusOr<std::vector<JobLogRecord>> log = ReadJobLog(dir + "/joblog");
       if (log.ok()) {
         for (const JobLogRecord& e : *log) {
           if (!e.has_ended()) continue;
-          ended = true;
           JobStatusProto final_status;
           final_status.ParseFromString(e.ended().status());
           final_status.set_job_id(id);
-          ended_[id] = final_status;
+          ended = final_status;
         }
       }
     }
-    if (ended || dir.empty()) continue;
+    if (ended) {
+      ended_[id] = EndedJob{*ended, dir};
+      order_.push_back(id);
+      continue;
+    }
     JobRunnerOptions options = options_;
     options.resume = true;
-    StartLocked(id, *std::move(spec), options);
-    ++resumed;
+    QueueLocked(id, *std::move(spec), options);
+    ++queued;
   }
-  return resumed;
+  return queued;
 }
 
-JobManager::~JobManager() {
-  std::map<std::string, Job> jobs;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [id, job] : jobs_) job.runner->Cancel();
-    jobs.swap(jobs_);
-  }
-  for (auto& [id, job] : jobs) {
-    if (job.thread.joinable()) job.thread.join();
-  }
-}
-
-absl::StatusOr<std::string> JobManager::Submit(const std::string& spec_yaml,
-                                               const std::string& spec_path) {
+absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yaml,
+                                                     const std::string& spec_path) {
   ASSIGN_OR_RETURN(JobSpec spec,
                    ParseJobSpec(spec_yaml, spec_path.empty() ? "job.yaml" : spec_path));
   if (spec.strategy != Strategy::kParameterServer) {
@@ -93,13 +158,9 @@ absl::StatusOr<std::string> JobManager::Submit(const std::string& spec_yaml,
         "a coordinator runs strategy: parameter_server jobs; strategy: ", StrategyName(spec.strategy),
         " runs in one process with `psctl local`"));
   }
+  RETURN_IF_ERROR(AdmitJob(spec, static_cast<int>(ps_.size()), options_.ps_memory_limit_bytes));
   absl::MutexLock lock(&mu_);
-  for (auto& [id, job] : jobs_) {
-    if (!IsTerminal(job.runner->Status().state())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("job '", id, "' is still running; cancel it or wait for it to end"));
-    }
-  }
+  if (stopping_) return absl::UnavailableError("the coordinator is shutting down");
   const std::string id = absl::StrCat(spec.name, "-", ++submitted_);
   if (!state_dir_.empty()) {
     if (registry_ == nullptr) {
@@ -109,27 +170,40 @@ absl::StatusOr<std::string> JobManager::Submit(const std::string& spec_yaml,
     r.mutable_started()->set_job_id(id);
     r.mutable_started()->set_spec_yaml(spec_yaml);
     r.mutable_started()->set_spec_path(spec_path);
+    r.mutable_started()->set_submitted_unix_s(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
     RETURN_IF_ERROR(registry_->Append(r));
   }
-  StartLocked(id, std::move(spec), options_);
-  return id;
+  SubmitJobResponse response;
+  response.set_job_id(id);
+  response.set_queue_position(static_cast<int64_t>(queue_.size()) + (running_.empty() ? 0 : 1));
+  QueueLocked(id, std::move(spec), options_);
+  return response;
 }
 
 absl::StatusOr<JobRunner*> JobManager::Find(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
-  return it->second.runner.get();
+  return it->second.get();
+}
+
+JobStatusProto JobManager::StatusLocked(const std::string& job_id, JobRunner* runner) {
+  JobStatusProto status = runner->Status();
+  if (status.state() == QUEUED) {
+    auto it = std::find(queue_.begin(), queue_.end(), job_id);
+    if (it != queue_.end()) {
+      status.set_queue_position((it - queue_.begin()) + (running_.empty() ? 0 : 1));
+    }
+  }
+  return status;
 }
 
 absl::StatusOr<JobStatusProto> JobManager::Get(const std::string& job_id) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = ended_.find(job_id);
-    if (it != ended_.end()) return it->second;
-  }
-  ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
-  return runner->Status();
+  absl::MutexLock lock(&mu_);
+  if (auto it = ended_.find(job_id); it != ended_.end()) return it->second.status;
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  return StatusLocked(job_id, it->second.get());
 }
 
 absl::Status JobManager::Watch(const std::string& job_id,
@@ -137,8 +211,7 @@ absl::Status JobManager::Watch(const std::string& job_id,
   std::optional<JobStatusProto> ended;
   {
     absl::MutexLock lock(&mu_);
-    auto it = ended_.find(job_id);
-    if (it != ended_.end()) ended = it->second;
+    if (auto it = ended_.find(job_id); it != ended_.end()) ended = it->second.status;
   }
   if (ended) {
     on_update(*ended);
@@ -149,13 +222,40 @@ absl::Status JobManager::Watch(const std::string& job_id,
   while (true) {
     JobStatusProto status;
     seen = runner->WaitForChange(seen, absl::Seconds(1), &status);
+    if (status.state() == QUEUED) {
+      absl::MutexLock lock(&mu_);
+      status = StatusLocked(job_id, runner);
+    }
     if (!on_update(status) || IsTerminal(status.state())) return absl::OkStatus();
   }
 }
 
 absl::Status JobManager::Cancel(const std::string& job_id) {
-  ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
-  runner->Cancel();
+  JobRunner* queued = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = ended_.find(job_id); it != ended_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job '", job_id, "' already ended (", JobState_Name(it->second.status.state()), ")"));
+    }
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+    JobRunner* runner = it->second.get();
+    const JobState state = runner->Status().state();
+    if (IsTerminal(state)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job '", job_id, "' already ended (", JobState_Name(state), ")"));
+    }
+    auto q = std::find(queue_.begin(), queue_.end(), job_id);
+    if (q == queue_.end()) {
+      runner->Cancel();
+      return absl::OkStatus();
+    }
+    queue_.erase(q);
+    queued = runner;
+  }
+  queued->CancelQueued();
+  RecordEnd(job_id, queued->Status());
   return absl::OkStatus();
 }
 
@@ -164,12 +264,56 @@ absl::StatusOr<DescribeJobResponse> JobManager::Describe(const std::string& job_
   return runner->Describe();
 }
 
+absl::StatusOr<std::vector<JobEvent>> JobManager::Events(const std::string& job_id) {
+  std::optional<EndedJob> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = ended_.find(job_id); it != ended_.end()) ended = it->second;
+  }
+  if (!ended) {
+    ASSIGN_OR_RETURN(JobRunner * runner, Find(job_id));
+    return runner->Events();
+  }
+  // A job that ended under an earlier coordinator: its events are in its log.
+  std::vector<JobEvent> events;
+  if (!ended->checkpoint_dir.empty()) {
+    absl::StatusOr<std::vector<JobLogRecord>> log = ReadJobLog(ended->checkpoint_dir + "/joblog");
+    if (log.ok()) {
+      for (const JobLogRecord& r : *log) {
+        if (!r.has_event()) continue;
+        JobEvent& e = events.emplace_back();
+        e.set_unix_seconds(r.event().unix_seconds());
+        e.set_kind(r.event().kind());
+        e.set_message(r.event().message());
+      }
+    }
+  }
+  if (events.empty()) {
+    JobEvent& e = events.emplace_back();
+    e.set_kind(absl::AsciiStrToLower(JobState_Name(ended->status.state())));
+    e.set_message(ended->status.error().empty()
+                      ? "ended before this coordinator started; its event log is not kept"
+                      : ended->status.error());
+  }
+  return events;
+}
+
 std::vector<JobStatusProto> JobManager::List() {
   absl::MutexLock lock(&mu_);
   std::vector<JobStatusProto> out;
-  for (const auto& [id, status] : ended_) out.push_back(status);
-  for (auto& [id, job] : jobs_) out.push_back(job.runner->Status());
+  for (const std::string& id : order_) {
+    if (auto it = ended_.find(id); it != ended_.end()) {
+      out.push_back(it->second.status);
+    } else if (auto j = jobs_.find(id); j != jobs_.end()) {
+      out.push_back(StatusLocked(id, j->second.get()));
+    }
+  }
   return out;
+}
+
+int64_t JobManager::QueueDepth() {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(queue_.size());
 }
 
 }  // namespace pscluster

@@ -1,19 +1,28 @@
-// JobManager: the coordinator's jobs. Submits a job spec, runs it on the
-// cluster in its own thread, and answers status, watch, cancel and list.
-// One job runs at a time (the cluster's workers serve one job); finished jobs
-// stay listed.
+// JobManager: the coordinator's jobs and its job queue.
 //
-// With a state directory the manager is durable: every submitted job is
-// recorded in <state_dir>/jobs (a job log of JobStarted records naming each
-// job's checkpoint directory), and a manager created on the same directory
-// (a restarted coordinator) resumes the jobs that had not ended, under the
-// same ids. A job without checkpoint.dir keeps its checkpoints and job log
-// in <state_dir>/<job id>.
+// Queue policy: a cluster runs one job at a time, in submission order
+// (FIFO). Submit validates a job against the cluster (its spec, then
+// AdmitJob: layout and per-PS memory) and queues it as QUEUED; a scheduler
+// thread runs the head of the queue when the cluster is free:
+// QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED. A queued job can be
+// cancelled (it never runs); cancelling a running job stops it after the
+// closures in flight; cancelling an ended job is FAILED_PRECONDITION. Ended
+// jobs stay listed.
+//
+// With a state directory the queue is durable: every submitted job is
+// recorded in <state_dir>/jobs (JobStarted, and JobEnded with its final
+// status when it ends), and a manager created on the same directory (a
+// restarted coordinator) queues again, in their submission order, the jobs
+// that had not ended — the one that was running resumes from its newest
+// checkpoint or its job log. A job without checkpoint.dir keeps its
+// checkpoints and job log in <state_dir>/<job id>. A coordinator shutdown
+// interrupts the running job without ending it (JobRunner::Interrupt).
 //
 // Thread-safe.
 #ifndef PSCLUSTER_COORDINATOR_CORE_JOB_MANAGER_H_
 #define PSCLUSTER_COORDINATOR_CORE_JOB_MANAGER_H_
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,22 +40,25 @@ namespace pscluster {
 
 class JobManager {
  public:
-  // `ps` and `workers` are not owned and must outlive the manager.
+  // `ps` and `workers` are not owned and must outlive the manager. The
+  // scheduler thread starts here.
   JobManager(std::vector<PsClient*> ps, std::vector<WorkerClient*> workers,
              JobRunnerOptions options, std::string state_dir = "");
 
-  // Resumes the unfinished jobs recorded in the state directory (no-op
-  // without one). Returns how many were resumed; UNAVAILABLE if the registry
-  // cannot be read or written.
+  // Queues again the unfinished jobs recorded in the state directory (no-op
+  // without one). Returns how many; UNAVAILABLE if the registry cannot be
+  // read or written. Call once, before serving.
   absl::StatusOr<int> Recover() ABSL_LOCKS_EXCLUDED(mu_);
-  // Cancels running jobs and waits for them.
+  // Interrupts the running job (it stays unfinished in the state directory)
+  // and stops the scheduler.
   ~JobManager();
 
-  // Parses the spec (INVALID_ARGUMENT "path:line:col: ..." when malformed)
-  // and starts it. FAILED_PRECONDITION while another job runs. Returns the
-  // new job's id.
-  absl::StatusOr<std::string> Submit(const std::string& spec_yaml, const std::string& spec_path)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Parses the spec (INVALID_ARGUMENT "path:line:col: ..." when malformed or
+  // past a stated limit), admits it (AdmitJob: INVALID_ARGUMENT or
+  // RESOURCE_EXHAUSTED naming why it does not fit), records and queues it.
+  // Returns its id and place in the queue.
+  absl::StatusOr<SubmitJobResponse> Submit(const std::string& spec_yaml,
+                                           const std::string& spec_path) ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown job id.
   absl::StatusOr<JobStatusProto> Get(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Calls `on_update` with the job's status now and on every change, until
@@ -54,32 +66,52 @@ class JobManager {
   absl::Status Watch(const std::string& job_id,
                      const std::function<bool(const JobStatusProto&)>& on_update)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND for an unknown job, FAILED_PRECONDITION for one that ended.
   absl::Status Cancel(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown job; see JobRunner::Describe.
   absl::StatusOr<DescribeJobResponse> Describe(const std::string& job_id)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The job's event log; NOT_FOUND for an unknown job.
+  absl::StatusOr<std::vector<JobEvent>> Events(const std::string& job_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Every job, in submission order.
   std::vector<JobStatusProto> List() ABSL_LOCKS_EXCLUDED(mu_);
+  // Jobs waiting in the queue (not counting the running one).
+  int64_t QueueDepth() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Job {
-    std::unique_ptr<JobRunner> runner;
-    std::thread thread;
+  // A job that ended before this coordinator started, from the registry.
+  struct EndedJob {
+    JobStatusProto status;
+    std::string checkpoint_dir;  // its job log (with its events) is here
   };
-  absl::StatusOr<JobRunner*> Find(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
-  void StartLocked(const std::string& id, JobSpec spec, JobRunnerOptions options)
+
+  void SchedulerLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues a job whose runner is created here. REQUIRES: id is new.
+  void QueueLocked(const std::string& id, JobSpec spec, JobRunnerOptions options)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<JobRunner*> Find(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  JobStatusProto StatusLocked(const std::string& job_id, JobRunner* runner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the job's end in the registry (logged on failure).
+  void RecordEnd(const std::string& job_id, const JobStatusProto& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::string CheckpointDirFor(const std::string& id, const JobSpec& spec) const;
 
   const std::vector<PsClient*> ps_;
   const std::vector<WorkerClient*> workers_;
   const JobRunnerOptions options_;
   const std::string state_dir_;
-  std::unique_ptr<JobLog> registry_;
+  std::unique_ptr<JobLog> registry_;  // set before the first job is queued
   absl::Mutex mu_;
-  std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
-  // Jobs that had ended before this coordinator started, from their logs.
-  std::map<std::string, JobStatusProto> ended_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<JobRunner>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // submission order, all jobs
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  std::string running_ ABSL_GUARDED_BY(mu_);  // empty: none
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, EndedJob> ended_ ABSL_GUARDED_BY(mu_);
   int64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread scheduler_;
 };
 
 bool IsTerminal(JobState state);

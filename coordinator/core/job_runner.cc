@@ -10,6 +10,7 @@
 #include "common/metrics.h"
 #include "common/status_macros.h"
 #include "coordinator/core/closure_dispatch.h"
+#include "coordinator/core/cluster_health.h"
 
 namespace pscluster {
 namespace {
@@ -44,7 +45,7 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
   absl::MutexLock lock(&mu_);
   status_.set_job_id(job_id_);
   status_.set_name(spec_.name);
-  status_.set_state(PENDING);
+  status_.set_state(QUEUED);
   status_.set_total_epochs(spec_.train.epochs);
   start_ = absl::Now();
   last_checkpoint_time_ = start_;
@@ -83,6 +84,60 @@ void JobRunner::Cancel() {
   absl::MutexLock lock(&mu_);
   cancelled_ = true;
   if (current_queue_ != nullptr) current_queue_->Stop(absl::CancelledError("job cancelled"));
+}
+
+void JobRunner::Event(const std::string& kind, const std::string& message) {
+  JobEvent e;
+  e.set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  e.set_kind(kind);
+  e.set_message(message);
+  if (kind == "failed" || kind == "retry" || kind == "worker_down" || kind == "ps_down" ||
+      kind == "checkpoint_failed") {
+    spdlog::warn("job {}: {}: {}", job_id_, kind, message);
+  } else {
+    spdlog::info("job {}: {}: {}", job_id_, kind, message);
+  }
+  std::vector<JobEvent> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(std::move(e));
+    if (log_ != nullptr) {
+      pending.assign(events_.begin() + static_cast<std::ptrdiff_t>(events_logged_), events_.end());
+      events_logged_ = events_.size();
+    }
+  }
+  for (const JobEvent& p : pending) {
+    JobLogRecord rec;
+    rec.mutable_event()->set_unix_seconds(p.unix_seconds());
+    rec.mutable_event()->set_kind(p.kind());
+    rec.mutable_event()->set_message(p.message());
+    Log(rec, /*sync=*/false);
+  }
+}
+
+std::vector<JobEvent> JobRunner::Events() const {
+  absl::MutexLock lock(&mu_);
+  return events_;
+}
+
+void JobRunner::Interrupt() {
+  absl::MutexLock lock(&mu_);
+  interrupted_ = true;
+  cancelled_ = true;
+  if (current_queue_ != nullptr) current_queue_->Stop(absl::CancelledError("coordinator shutdown"));
+}
+
+bool JobRunner::interrupted() const {
+  absl::MutexLock lock(&mu_);
+  return interrupted_;
+}
+
+void JobRunner::CancelQueued() {
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+  }
+  Finish(absl::CancelledError("cancelled while queued")).IgnoreError();
 }
 
 void JobRunner::Log(const JobLogRecord& record, bool sync) {
@@ -163,6 +218,7 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   d.max_attempts = max_attempts_;
   d.retry_backoff = options_.retry_backoff;
   d.setup = &setup_request_;
+  d.on_retry = [this](const std::string& what) { Event("retry", what); };
   d.ps_failed = [this] { return ps_failed_.load(); };
   d.on_ps_lost = [this] {
     if (!ps_failed_.exchange(true)) {
@@ -241,7 +297,7 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
       if (queue.WaitUntilIdle(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s)) &&
           !ps_failed_) {
         if (absl::Status s = Checkpoint(); !s.ok()) {
-          spdlog::warn("job {}: checkpoint failed: {}", job_id_, s.ToString());
+          Event("checkpoint_failed", s.ToString());
         }
       }
       queue.Resume();
@@ -267,6 +323,24 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
 
 absl::Status JobRunner::Finish(absl::Status status) {
   stop_health_ = true;
+  if (interrupted()) {
+    // Not an end: the job resumes in the next coordinator.
+    Event("interrupted", "the coordinator is shutting down; the job resumes when it restarts");
+    Update([](JobStatusProto* s) {
+      s->set_state(QUEUED);
+      s->set_error("interrupted by a coordinator shutdown");
+    });
+    return absl::CancelledError("interrupted by a coordinator shutdown");
+  }
+  // After the final checkpoint: nothing of the job stays on the PS tasks.
+  if (touched_ps_) EndOnEveryPs();
+  if (status.ok()) {
+    Event("succeeded", "the job succeeded");
+  } else if (absl::IsCancelled(status)) {
+    Event("cancelled", std::string(status.message()));
+  } else {
+    Event("failed", std::string(status.message()));
+  }
   JobLogRecord rec;
   {
     absl::MutexLock lock(&mu_);
@@ -297,9 +371,35 @@ absl::Status JobRunner::Run() {
   Update([](JobStatusProto* s) { s->set_state(RUNNING); });
   if (ps_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no PS task"));
   if (workers_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no worker"));
+  if (options_.health != nullptr) {
+    // Every task must answer first, workers included (a rollout may still
+    // be starting them); one that never does is named.
+    absl::Status s = WaitForCluster(
+        *options_.health, static_cast<int>(ps_.size()), static_cast<int>(workers_.size()),
+        options_.ps_addresses, options_.worker_addresses, absl::Now() + options_.cluster_wait,
+        absl::Milliseconds(200), [this] {
+          absl::MutexLock lock(&mu_);
+          return cancelled_;
+        });
+    if (!s.ok()) return Finish(s);
+  }
+  Event("started", absl::StrCat("running on ", ps_.size(), " PS and ", workers_.size(),
+                                 " workers"));
   if (absl::Status s = Prepare(); !s.ok()) return Finish(s);
   int64_t train_n = 0, eval_n = 0;
   if (absl::Status s = SetupWorkers(&train_n, &eval_n); !s.ok()) return Finish(s);
+  {
+    absl::MutexLock lock(&mu_);
+    if (epoch_ >= spec_.train.epochs && status_.resumed_from_checkpoint() >= 0) {
+      status_.set_already_complete(true);
+      ++version_;
+    }
+  }
+  if (Status().already_complete()) {
+    Event("resumed", absl::StrCat("checkpoint ", Status().resumed_from_checkpoint(), " in ",
+                                  checkpoint_dir_, " already covers all ", spec_.train.epochs,
+                                  " epochs: nothing to train in this run"));
+  }
 
   const int64_t batch = spec_.data.per_replica_batch;
   const int64_t closure_examples = spec_.train.steps_per_closure * batch;
@@ -361,6 +461,11 @@ absl::Status JobRunner::Run() {
       epoch_loss_sum_ = 0;
       ++version_;
     }
+    Event("epoch", absl::StrCat("epoch ", epoch + 1, "/", spec_.train.epochs, " finished: train loss ",
+                                absl::SixDigits(r.train_loss()), ", eval accuracy ",
+                                absl::SixDigits(r.eval_accuracy()),
+                                r.eval_auc() > 0 ? absl::StrCat(", eval AUC ", absl::SixDigits(r.eval_auc()))
+                                                 : std::string()));
     JobLogRecord rec;
     rec.mutable_epoch_finished()->set_epoch(epoch);
     rec.mutable_epoch_finished()->set_result(r.SerializeAsString());

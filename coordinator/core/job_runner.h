@@ -63,6 +63,8 @@ struct JobRunnerOptions {
   // PS addresses sent to workers in SetupJob (index i = PS task i). Empty for
   // in-process workers, which already hold their PS clients.
   std::vector<std::string> ps_addresses;
+  // Worker addresses (index i = worker i), to name a worker that is missing.
+  std::vector<std::string> worker_addresses;
   // Overrides the spec's fault_tolerance.max_attempts when > 0.
   int max_attempts = 0;
   // Backoff before retry n is retry_backoff * 2^(n-1).
@@ -78,6 +80,12 @@ struct JobRunnerOptions {
   // Health checks of PS tasks and workers; null: none (failures are then
   // seen only through failed closures).
   HealthChecker* health = nullptr;
+  // How long a job waits, at its start, for every PS and worker to answer
+  // their health checks (needs `health`) before it fails naming the missing.
+  absl::Duration cluster_wait = absl::Seconds(120);
+  // Per-PS memory limit for a job's parameters plus optimizer slots, in bytes
+  // (checked at submit time against the job's variable plan); 0: no limit.
+  int64_t ps_memory_limit_bytes = 0;
 };
 
 class JobRunner {
@@ -94,6 +102,23 @@ class JobRunner {
 
   // Stops dispatching; closures in flight finish. Run() returns CANCELLED.
   void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops the job for a coordinator shutdown: like Cancel, but the job does
+  // not end — nothing of its end is logged and its PS state is kept, so a
+  // coordinator restarted on the same state directory resumes it. Its
+  // status goes back to QUEUED.
+  void Interrupt() ABSL_LOCKS_EXCLUDED(mu_);
+  bool interrupted() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends a job that never ran (cancelled while QUEUED): CANCELLED, with the
+  // event logged. REQUIRES: Run() was not called.
+  void CancelQueued() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Records an event of the job's event log (JobEvent.kind): kept in memory,
+  // appended to the job log once it is open (earlier ones then too), and
+  // logged by the coordinator.
+  void Event(const std::string& kind, const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<JobEvent> Events() const ABSL_LOCKS_EXCLUDED(mu_);
 
   JobStatusProto Status() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -147,6 +172,14 @@ class JobRunner {
   void Log(const JobLogRecord& record, bool sync);
   void Update(const std::function<void(JobStatusProto*)>& change) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Finish(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Frees every job namespace on the PS tasks but this job's: they belong to
+  // jobs that ended (a PS that was down when its job ended still holds it).
+  void FreeStaleNamespaces();
+  // Frees this job's namespace on every PS (best effort: logged on failure).
+  void EndOnEveryPs();
+  // Forgets the exactly-once keys of closures before `epoch` on every PS
+  // (best effort), once a committed checkpoint at that epoch covers them.
+  void PruneKeysBefore(int64_t epoch);
 
   const std::string job_id_;
   const JobSpec spec_;
@@ -162,6 +195,8 @@ class JobRunner {
   int64_t closures_per_epoch_ = 0;
 
   std::atomic<bool> ps_failed_{false};
+  // Set once Prepare has touched the PS tasks (this job's namespace may exist).
+  std::atomic<bool> touched_ps_{false};
   std::unique_ptr<std::atomic<bool>[]> worker_down_;
   std::atomic<bool> stop_health_{false};
 
@@ -175,6 +210,7 @@ class JobRunner {
   int64_t epoch_examples_ ABSL_GUARDED_BY(mu_) = 0;
   double epoch_loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
   ClosureQueue* current_queue_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool variables_ready_ ABSL_GUARDED_BY(mu_) = false;
   // Data position: the epoch in progress and its finished splits.
@@ -183,6 +219,9 @@ class JobRunner {
   std::vector<uint64_t> ps_incarnation_ ABSL_GUARDED_BY(mu_);
   int64_t steps_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
+  std::vector<JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  // Events recorded before the job log was open, appended when it opens.
+  size_t events_logged_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Closure ids are a function of (mode, epoch, split), the same in every

@@ -27,7 +27,9 @@ absl::StatusOr<DescribeJobResponse> JobRunner::Describe() const {
   std::map<std::string, VariableStats> held;
   for (size_t p = 0; p < ps_.size(); ++p) {
     StatsResponse stats;
-    absl::Status s = ps_[p]->Stats(StatsRequest(), &stats);
+    StatsRequest request;
+    request.set_job(job_id_);
+    absl::Status s = ps_[p]->Stats(request, &stats);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("stats of PS ", p, ": ", s.message()));
     }

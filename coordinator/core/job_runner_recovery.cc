@@ -5,12 +5,16 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "coordinator/core/job_runner.h"
 
 namespace pscluster {
 namespace {
+
+// UNIMPLEMENTED: a PsClient without job namespaces (test fakes).
+bool Unsupported(const absl::Status& s) { return absl::IsUnimplemented(s); }
 
 absl::Status CreateAll(const VariablePlan& plan, const std::vector<PsClient*>& ps) {
   for (size_t p = 0; p < ps.size(); ++p) {
@@ -26,9 +30,54 @@ absl::Status CreateAll(const VariablePlan& plan, const std::vector<PsClient*>& p
 
 }  // namespace
 
+void JobRunner::FreeStaleNamespaces() {
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    StatsResponse stats;
+    if (!ps_[p]->Stats(StatsRequest(), &stats).ok()) continue;
+    for (const std::string& job : stats.jobs()) {
+      if (job == job_id_ || job.empty()) continue;
+      EndJobRequest request;
+      request.set_job(job);
+      EndJobResponse response;
+      absl::Status s = ps_[p]->EndJob(request, &response);
+      if (s.ok() && response.existed()) {
+        Event("setup", absl::StrCat("PS ", p, " still held job '", job, "' (", response.variables(),
+                                    " variables, ", response.bytes(), " bytes): freed"));
+      }
+    }
+  }
+}
+
+void JobRunner::EndOnEveryPs() {
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    EndJobRequest request;
+    request.set_job(job_id_);
+    EndJobResponse response;
+    absl::Status s = ps_[p]->EndJob(request, &response);
+    if (!s.ok() && !Unsupported(s)) {
+      spdlog::warn("job {}: could not free its variables on PS {} ({}); the next job frees them",
+                   job_id_, p, s.ToString());
+    }
+  }
+}
+
+void JobRunner::PruneKeysBefore(int64_t epoch) {
+  PruneKeysRequest request;
+  request.set_job(job_id_);
+  request.set_below_closure_id(ClosureId(TRAIN, epoch, 0));
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    PruneKeysResponse response;
+    absl::Status s = ps_[p]->PruneKeys(request, &response);
+    if (!s.ok() && !Unsupported(s)) {
+      spdlog::warn("job {}: pruning update keys on PS {}: {}", job_id_, p, s.ToString());
+    }
+  }
+}
+
 absl::Status JobRunner::Prepare() {
   ASSIGN_OR_RETURN(plan_, PlanVariables(ModelVariables(spec_), spec_.partitioner,
                                         static_cast<int>(ps_.size())));
+  for (CreateVariablesRequest& r : plan_.per_ps) r.set_job(job_id_);
   std::vector<JobLogRecord> history;
   if (!checkpoint_dir_.empty()) {
     checkpoints_ = std::make_unique<CheckpointManager>(checkpoint_dir_, spec_.checkpoint.keep, job_id_);
@@ -39,6 +88,12 @@ absl::Status JobRunner::Prepare() {
     }
     ASSIGN_OR_RETURN(log_, JobLog::Open(log_path));
   }
+  // Events recorded so far (queued, started) go into the log now.
+  Event("setup", absl::StrCat("variables planned over ", ps_.size(), " PS",
+                              checkpoint_dir_.empty() ? std::string(", no checkpoints")
+                                                      : ", checkpoints in " + checkpoint_dir_));
+  touched_ps_ = true;
+  FreeStaleNamespaces();
   bool restored = false;
   if (checkpoints_ != nullptr && !checkpoints_->List().empty()) {
     absl::Status s = RestorePosition();
@@ -49,6 +104,12 @@ absl::Status JobRunner::Prepare() {
     }
   }
   if (!restored) {
+    if (!options_.resume) {
+      // A fresh job starts from its initializers, even if a namespace of the
+      // same id is left on a PS (a coordinator without --state_dir restarts
+      // its job ids).
+      EndOnEveryPs();
+    }
     RETURN_IF_ERROR(CreateAll(plan_, ps_));
     // A restarted coordinator without a checkpoint: the PS kept training
     // state, and the log says which closures finished (their steps were
@@ -99,6 +160,7 @@ absl::Status JobRunner::RestorePosition() {
   ASSIGN_OR_RETURN(CheckpointManifest m, checkpoints_->RestoreLatest(plan_, ps_));
   JobStatusProto history;
   history.ParseFromString(m.epoch_results());
+  {
   absl::MutexLock lock(&mu_);
   epoch_ = m.epoch();
   finished_splits_ = std::set<int64_t>(m.finished_splits().begin(), m.finished_splits().end());
@@ -125,8 +187,10 @@ absl::Status JobRunner::RestorePosition() {
   steps_at_checkpoint_ = m.global_step();
   last_checkpoint_time_ = absl::Now();
   ++version_;
-  spdlog::info("job {}: restored checkpoint {} (epoch {}, {} closures of it finished, step {})",
-               job_id_, m.checkpoint_id(), m.epoch() + 1, m.finished_splits_size(), m.global_step());
+  }
+  Event("resumed", absl::StrCat("restored checkpoint ", m.checkpoint_id(), " (epoch ", m.epoch() + 1,
+                                 ", ", m.finished_splits_size(), " closures of it finished, step ",
+                                 m.global_step(), ")"));
   return absl::OkStatus();
 }
 
@@ -173,8 +237,10 @@ absl::Status JobRunner::Checkpoint() {
   rec.mutable_checkpoint()->set_manifest_path(
       absl::StrCat(checkpoint_dir_, "/ckpt-", committed.checkpoint_id(), "/MANIFEST"));
   Log(rec, /*sync=*/true);
-  spdlog::info("job {}: checkpoint {} committed at step {}", job_id_, committed.checkpoint_id(),
-               committed.global_step());
+  Event("checkpoint", absl::StrCat("checkpoint ", committed.checkpoint_id(), " committed at step ",
+                                    committed.global_step()));
+  // Closures of the epochs before the checkpoint's never run again.
+  PruneKeysBefore(committed.epoch());
   return absl::OkStatus();
 }
 
@@ -184,19 +250,21 @@ void JobRunner::HealthLoop() {
     for (size_t p = 0; p < ps_.size() && !ps_failed_; ++p) {
       absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
       if (!incarnation.ok()) {
-        spdlog::warn("job {}: PS {} is not answering ({}); pausing dispatch", job_id_, p,
-                     incarnation.status().ToString());
+        Event("ps_down", absl::StrCat("PS ", p, " is not answering (",
+                                      incarnation.status().ToString(), "); pausing dispatch"));
         ps_failed_ = true;
       } else if (NotePsIncarnation(static_cast<int>(p), *incarnation)) {
-        spdlog::warn("job {}: PS {} restarted (it lost its variables); pausing dispatch", job_id_, p);
+        Event("ps_down",
+              absl::StrCat("PS ", p, " restarted (it lost its variables); pausing dispatch"));
         ps_failed_ = true;
       }
     }
     for (size_t w = 0; w < workers_.size(); ++w) {
       const bool down = !options_.health->CheckWorker(static_cast<int>(w)).ok();
       if (down != worker_down_[w]) {
-        spdlog::warn("job {}: worker {} ({}) is {}", job_id_, w, workers_[w]->address(),
-                     down ? "not answering" : "back");
+        Event(down ? "worker_down" : "worker_up",
+              absl::StrCat("worker ", w, " (", workers_[w]->address(), ") is ",
+                           down ? "not answering" : "back"));
       }
       worker_down_[w] = down;
     }
@@ -277,9 +345,10 @@ absl::Status JobRunner::RecoverFromPsFailure() {
     status_.set_last_recovery_seconds(seconds);
     ++version_;
   }
-  spdlog::warn("job {}: PS failure healed: {}; {} steps lost; resumed {:.2f} s after every PS "
-               "answered again",
-               job_id_, how, lost, seconds);
+  Event("ps_recovered",
+        absl::StrFormat("PS failure healed: %s; %d steps lost; resumed %.2f s after every PS "
+                        "answered again",
+                        how, lost, seconds));
   return absl::OkStatus();
 }
 

@@ -9,9 +9,9 @@ CoordinatorService::CoordinatorService(JobManager* jobs,
 grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext*, const SubmitJobRequest* request,
                                            SubmitJobResponse* response) {
   return handler_.Run("SubmitJob", [&]() -> absl::Status {
-    absl::StatusOr<std::string> id = jobs_->Submit(request->spec_yaml(), request->spec_path());
-    if (id.ok()) response->set_job_id(*id);
-    return id.status();
+    absl::StatusOr<SubmitJobResponse> r = jobs_->Submit(request->spec_yaml(), request->spec_path());
+    if (r.ok()) *response = *std::move(r);
+    return r.status();
   });
 }
 
@@ -53,6 +53,17 @@ grpc::Status CoordinatorService::DescribeJob(grpc::ServerContext*,
     absl::StatusOr<DescribeJobResponse> d = jobs_->Describe(request->job_id());
     if (d.ok()) *response = *std::move(d);
     return d.status();
+  });
+}
+
+grpc::Status CoordinatorService::GetJobEvents(grpc::ServerContext*,
+                                              const GetJobEventsRequest* request,
+                                              GetJobEventsResponse* response) {
+  return handler_.Run("GetJobEvents", [&]() -> absl::Status {
+    absl::StatusOr<std::vector<JobEvent>> events = jobs_->Events(request->job_id());
+    if (!events.ok()) return events.status();
+    for (JobEvent& e : *events) *response->add_events() = std::move(e);
+    return absl::OkStatus();
   });
 }
 

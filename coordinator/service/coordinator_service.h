@@ -28,6 +28,8 @@ class CoordinatorService final : public Coordinator::Service {
                         ListJobsResponse* response) override;
   grpc::Status DescribeJob(grpc::ServerContext* ctx, const DescribeJobRequest* request,
                            DescribeJobResponse* response) override;
+  grpc::Status GetJobEvents(grpc::ServerContext* ctx, const GetJobEventsRequest* request,
+                            GetJobEventsResponse* response) override;
 
  private:
   JobManager* jobs_;

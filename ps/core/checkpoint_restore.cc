@@ -197,7 +197,8 @@ absl::Status RestoreTargets::ReadTable(const std::string& path, const HashTableC
 }
 
 absl::Status RestoreTargets::ReadFile(const std::string& path,
-                                      absl::flat_hash_set<std::pair<int64_t, int64_t>>* keys) {
+                                      absl::flat_hash_set<std::pair<int64_t, int64_t>>* keys,
+                                      int64_t* retired_below) {
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFileReader> reader, CheckpointFileReader::Open(path));
   std::string bytes;
   ASSIGN_OR_RETURN(bool more, reader->Next(&bytes));
@@ -230,6 +231,7 @@ absl::Status RestoreTargets::ReadFile(const std::string& path,
           return DataLoss(path, "applied keys: closure_ids and steps differ in length");
         }
         for (int i = 0; i < k.steps_size(); ++i) keys->emplace(k.closure_ids(i), k.steps(i));
+        *retired_below = std::max(*retired_below, k.retired_below());
         keys_seen = true;
         break;
       }

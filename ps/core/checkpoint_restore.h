@@ -41,13 +41,15 @@ class RestoreTargets {
   absl::Status Add(Variable* var);
 
   // Reads one data file (verified before: size and checksum) into the
-  // targets and its applied keys into *keys.
+  // targets, its applied keys into *keys, and raises *retired_below to the
+  // file's pruning watermark (AppliedKeys.retired_below).
   // DATA_LOSS naming the file: a malformed or inconsistent record, no header,
   //   or no final applied-keys record.
   // FAILED_PRECONDITION: another format version; a saved variable whose
   //   kind, shape, row width or optimizer differs from its target's.
   absl::Status ReadFile(const std::string& path,
-                        absl::flat_hash_set<std::pair<int64_t, int64_t>>* keys);
+                        absl::flat_hash_set<std::pair<int64_t, int64_t>>* keys,
+                        int64_t* retired_below);
 
   // After every file: checks that every target was found and fully covered,
   // loads the hash tables (evicting rows past max_rows by policy), sets the

@@ -361,7 +361,10 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     bool first;
     {
       absl::MutexLock lock(&applied_mu_);
-      first = applied_keys_.emplace(request.update().closure_id(), request.update().step()).second;
+      // A closure below the pruning watermark finished before a committed
+      // checkpoint: its keys were forgotten, and any push of it is a repeat.
+      first = request.update().closure_id() >= retired_below_ &&
+              applied_keys_.emplace(request.update().closure_id(), request.update().step()).second;
     }
     if (!first) {
       response->set_duplicate(true);
@@ -398,6 +401,24 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     metrics_->bytes_pushed.Increment(static_cast<double>(bytes));
   }
   if (pull.has_value()) ReadPull(*pull, response->mutable_pulled());
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::PruneKeys(const PruneKeysRequest& request,
+                                      PruneKeysResponse* response) {
+  absl::ReaderMutexLock state(&state_mu_);
+  absl::MutexLock lock(&applied_mu_);
+  const int64_t before = static_cast<int64_t>(applied_keys_.size());
+  if (request.below_closure_id() > retired_below_) {
+    retired_below_ = request.below_closure_id();
+    absl::erase_if(applied_keys_, [this](const std::pair<int64_t, int64_t>& key) {
+      return key.first < retired_below_;
+    });
+    // erase_if leaves the table's capacity; rehash(0) shrinks it to fit.
+    applied_keys_.rehash(0);
+  }
+  response->set_remaining(static_cast<int64_t>(applied_keys_.size()));
+  response->set_pruned(before - response->remaining());
   return absl::OkStatus();
 }
 
@@ -438,6 +459,8 @@ absl::Status VariableStore::Stats(const StatsRequest& /*request*/, StatsResponse
   response->set_incarnation(incarnation_);
   response->set_applied_steps(applied_steps_.load(std::memory_order_relaxed));
   response->set_duplicate_steps(duplicate_steps_.load(std::memory_order_relaxed));
+  absl::MutexLock lock(&applied_mu_);
+  response->set_held_keys(static_cast<int64_t>(applied_keys_.size()));
   return absl::OkStatus();
 }
 

@@ -122,6 +122,13 @@ class VariableStore {
   // by this process.
   absl::Status Stats(const StatsRequest& request, StatsResponse* response);
 
+  // Forgets the applied keys of every closure below
+  // request.below_closure_id (a committed checkpoint covers them) and from
+  // then on drops any push of such a closure as a duplicate; the watermark
+  // only rises, and Save and Restore keep it. Returns the keys forgotten and
+  // those still held. Never fails.
+  absl::Status PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response);
+
   // Writes every variable (values, optimizer slots, update counters, hash
   // rows with their eviction state) and the applied update keys to
   // request.path (via "<path>.tmp.<pid>", fsync, rename, directory fsync) and
@@ -196,6 +203,9 @@ class VariableStore {
   // (closure_id, step) of every keyed push applied (or being applied).
   absl::Mutex applied_mu_;
   absl::flat_hash_set<std::pair<int64_t, int64_t>> applied_keys_ ABSL_GUARDED_BY(applied_mu_);
+  // Closures below this id are retired (PruneKeys): their keys are gone and
+  // their pushes are duplicates.
+  int64_t retired_below_ ABSL_GUARDED_BY(applied_mu_) = 0;
 
   std::atomic<int64_t> applied_updates_{0};
   // Random per store (per PS process): tells a restarted PS from one that

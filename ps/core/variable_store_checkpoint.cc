@@ -135,6 +135,7 @@ absl::Status VariableStore::Save(const SaveRequest& request, SaveResponse* respo
     std::vector<std::pair<int64_t, int64_t>> sorted(applied_keys_.begin(), applied_keys_.end());
     std::sort(sorted.begin(), sorted.end());
     AppliedKeys* out = keys.mutable_applied_keys();
+    out->set_retired_below(retired_below_);
     for (const auto& [closure, step] : sorted) {
       out->add_closure_ids(closure);
       out->add_steps(step);
@@ -164,8 +165,9 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
   // 2. Verify every file, then fill the targets from all of them.
   for (const CheckpointFile& file : request.files()) RETURN_IF_ERROR(VerifyCheckpointFile(file));
   absl::flat_hash_set<std::pair<int64_t, int64_t>> keys;
+  int64_t retired_below = 0;
   for (const CheckpointFile& file : request.files()) {
-    RETURN_IF_ERROR(targets.ReadFile(file.path(), &keys));
+    RETURN_IF_ERROR(targets.ReadFile(file.path(), &keys, &retired_below));
   }
   ASSIGN_OR_RETURN(const int64_t rows, targets.Finish());
 
@@ -183,6 +185,7 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
     }
     absl::MutexLock lock(&applied_mu_);
     applied_keys_.swap(keys);
+    retired_below_ = retired_below;
   }
   // The old variables are destroyed here, outside every lock.
   response->set_variables(static_cast<int64_t>(request.variables().variables_size()));

@@ -114,4 +114,13 @@ absl::Status GrpcPsClient::Restore(const RestoreRequest& request, RestoreRespons
   return Call([&](grpc::ClientContext* c) { return stub_->Restore(c, request, response); });
 }
 
+absl::Status GrpcPsClient::EndJob(const EndJobRequest& request, EndJobResponse* response) {
+  return Call([&](grpc::ClientContext* c) { return stub_->EndJob(c, request, response); });
+}
+
+absl::Status GrpcPsClient::PruneKeys(const PruneKeysRequest& request,
+                                     PruneKeysResponse* response) {
+  return Call([&](grpc::ClientContext* c) { return stub_->PruneKeys(c, request, response); });
+}
+
 }  // namespace pscluster

@@ -51,6 +51,8 @@ class GrpcPsClient : public PsClient {
   absl::Status Stats(const StatsRequest& request, StatsResponse* response) override;
   absl::Status Save(const SaveRequest& request, SaveResponse* response) override;
   absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) override;
+  absl::Status EndJob(const EndJobRequest& request, EndJobResponse* response) override;
+  absl::Status PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response) override;
   // The call runs on gRPC while the caller goes on; Wait polls its own
   // completion queue.
   std::unique_ptr<PendingPsCall> StartPush(const PushRequest& request,

@@ -16,9 +16,9 @@ constexpr size_t kTrimAfterBytes = 16 << 20;
 
 }  // namespace
 
-ParameterServerService::ParameterServerService(VariableStore* store,
+ParameterServerService::ParameterServerService(JobStores* jobs,
                                                std::shared_ptr<prometheus::Registry> registry)
-    : store_(store),
+    : jobs_(jobs),
       handler_("ParameterServer", std::move(registry)),
       pull_requests_(kMaxPooledBytes),
       pull_responses_(kMaxPooledBytes),
@@ -29,7 +29,7 @@ grpc::Status ParameterServerService::CreateVariables(grpc::ServerContext*,
                                                      const CreateVariablesRequest* request,
                                                      CreateVariablesResponse* response) {
   return handler_.Run("CreateVariables",
-                      [&] { return store_->CreateVariables(*request, response); });
+                      [&] { return jobs_->CreateVariables(*request, response); });
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
@@ -39,7 +39,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   std::shared_ptr<PullResponse> resp = pull_responses_.Get();
   grpc::Status status = handler_.Run("Pull", [&]() -> absl::Status {
     absl::Status s = ParseFromByteBuffer(*request, req.get(), "PullRequest");
-    if (s.ok()) s = store_->Pull(*req, resp.get());
+    if (s.ok()) s = jobs_->Pull(*req, resp.get());
     // The tensors go out from `resp`, which returns to the pool once gRPC
     // has sent them.
     if (s.ok()) SerializeToByteBuffer(*resp, resp, response);
@@ -63,7 +63,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
     // now and the trim below can give its memory back. The buffer is gRPC's
     // per-call message object, handed to us as const only by convention.
     if (request_bytes >= kTrimAfterBytes) const_cast<grpc::ByteBuffer*>(request)->Clear();
-    if (s.ok()) s = store_->Push(*req, resp.get());
+    if (s.ok()) s = jobs_->Push(*req, resp.get());
     if (s.ok()) SerializeToByteBuffer(*resp, resp, response);
     return s;
   });
@@ -81,17 +81,32 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
 
 grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const StatsRequest* request,
                                            StatsResponse* response) {
-  return handler_.Run("Stats", [&] { return store_->Stats(*request, response); });
+  return handler_.Run("Stats", [&] { return jobs_->Stats(*request, response); });
 }
 
 grpc::Status ParameterServerService::Save(grpc::ServerContext*, const SaveRequest* request,
                                           SaveResponse* response) {
-  return handler_.Run("Save", [&] { return store_->Save(*request, response); });
+  return handler_.Run("Save", [&] { return jobs_->Save(*request, response); });
 }
 
 grpc::Status ParameterServerService::Restore(grpc::ServerContext*, const RestoreRequest* request,
                                              RestoreResponse* response) {
-  return handler_.Run("Restore", [&] { return store_->Restore(*request, response); });
+  return handler_.Run("Restore", [&] { return jobs_->Restore(*request, response); });
+}
+
+grpc::Status ParameterServerService::EndJob(grpc::ServerContext*, const EndJobRequest* request,
+                                            EndJobResponse* response) {
+  grpc::Status status =
+      handler_.Run("EndJob", [&] { return jobs_->EndJob(*request, response); });
+  // A job's variables may be most of this process: hand them back now.
+  if (response->bytes() > 0) malloc_trim(0);
+  return status;
+}
+
+grpc::Status ParameterServerService::PruneKeys(grpc::ServerContext*,
+                                               const PruneKeysRequest* request,
+                                               PruneKeysResponse* response) {
+  return handler_.Run("PruneKeys", [&] { return jobs_->PruneKeys(*request, response); });
 }
 
 }  // namespace pscluster

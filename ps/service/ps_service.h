@@ -1,8 +1,8 @@
 // ParameterServerService: the gRPC adapter of the ParameterServer service.
 //
-// Each handler is one VariableStore call run through the shared RpcHandler
-// (status conversion and pscluster_rpc_* metrics); all logic lives in
-// ps/core. Thread-safe.
+// Each handler is one JobStores call (the request's job namespace, then its
+// VariableStore) run through the shared RpcHandler (status conversion and
+// pscluster_rpc_* metrics); all logic lives in ps/core. Thread-safe.
 //
 // Pull and Push, the data plane, are gRPC callback methods on raw
 // ByteBuffers (rpc/zero_copy.h): requests are parsed into pooled messages,
@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "protos/ps.grpc.pb.h"
-#include "ps/core/variable_store.h"
+#include "ps/core/job_stores.h"
 #include "rpc/handler.h"
 #include "rpc/zero_copy.h"
 
@@ -24,9 +24,9 @@ class ParameterServerService final
     : public ParameterServer::WithRawCallbackMethod_Pull<
           ParameterServer::WithRawCallbackMethod_Push<ParameterServer::Service>> {
  public:
-  // REQUIRES: `store` is not null and outlives the service (not owned).
+  // REQUIRES: `jobs` is not null and outlives the service (not owned).
   // `registry` may be null (no RPC metrics).
-  ParameterServerService(VariableStore* store, std::shared_ptr<prometheus::Registry> registry);
+  ParameterServerService(JobStores* jobs, std::shared_ptr<prometheus::Registry> registry);
 
   grpc::Status CreateVariables(grpc::ServerContext* context, const CreateVariablesRequest* request,
                                CreateVariablesResponse* response) override;
@@ -42,9 +42,14 @@ class ParameterServerService final
                     SaveResponse* response) override;
   grpc::Status Restore(grpc::ServerContext* context, const RestoreRequest* request,
                        RestoreResponse* response) override;
+  // Frees the job's namespace, then gives the freed memory back to the system.
+  grpc::Status EndJob(grpc::ServerContext* context, const EndJobRequest* request,
+                      EndJobResponse* response) override;
+  grpc::Status PruneKeys(grpc::ServerContext* context, const PruneKeysRequest* request,
+                         PruneKeysResponse* response) override;
 
  private:
-  VariableStore* const store_;
+  JobStores* const jobs_;
   RpcHandler handler_;
   MessagePool<PullRequest> pull_requests_;
   MessagePool<PullResponse> pull_responses_;

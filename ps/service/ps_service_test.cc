@@ -15,7 +15,7 @@
 #include "common/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ps/core/variable_store.h"
+#include "ps/core/job_stores.h"
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
 
@@ -90,7 +90,7 @@ class PsServiceTest : public ::testing::Test {
     return 0;
   }
 
-  VariableStore store_;
+  JobStores store_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ParameterServerService> service_;
   std::unique_ptr<RunningServer> server_;

@@ -27,9 +27,10 @@ void AddHistogram(const std::vector<int64_t>& counts,
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const JobSpec& spec, std::vector<std::unique_ptr<PsClient>> ps,
-    const std::vector<VariablePlacementProto>& placement) {
+    const std::vector<VariablePlacementProto>& placement, const std::string& job) {
   auto t = std::unique_ptr<Trainer>(new Trainer());
   t->spec_ = spec;
+  t->job_ = job;
   ASSIGN_OR_RETURN(t->model_, Model::Create(spec));
   // Placement first: it is cheap to check and names the variable at fault.
   t->ps_ = std::move(ps);
@@ -112,6 +113,7 @@ absl::Status Trainer::Pull(Context* ctx) {
   for (size_t p = 0; p < ps_.size(); ++p) {
     ctx->pulled[p].Clear();
     if (!HasWork(ctx->step.pull[p])) continue;
+    ctx->step.pull[p].set_job(job_);
     RETURN_IF_ERROR(ps_[p]->Pull(ctx->step.pull[p], &ctx->pulled[p]));
   }
   return router_->ReadPull(ctx->step, &ctx->pulled, &ctx->params, &ctx->rows);
@@ -136,6 +138,7 @@ absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index,
     }
     // The PS applies each (closure, step) once: a retried closure's steps
     // that were already applied are dropped there (and the pull answered).
+    push.set_job(job_);
     push.mutable_update()->set_closure_id(closure_id);
     push.mutable_update()->set_step(step_index);
     calls[p] = ps_[p]->StartPush(push, &ctx->pushed[p]);

@@ -46,9 +46,11 @@ class Trainer {
   // all rows). `ps[i]` is PS task i (owned). Errors: NOT_FOUND for a missing
   // data file, INVALID_ARGUMENT for data that does not fit the model or a
   // bad placement, FAILED_PRECONDITION for device: cuda without a GPU.
+  // Every pull and push names `job`, the job's namespace on the PS
+  // (ps/core/job_stores.h).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(
       const JobSpec& spec, std::vector<std::unique_ptr<PsClient>> ps,
-      const std::vector<VariablePlacementProto>& placement);
+      const std::vector<VariablePlacementProto>& placement, const std::string& job = "");
 
   ~Trainer();
 
@@ -107,6 +109,7 @@ class Trainer {
   Dataset eval_;
   std::vector<int64_t> eval_order_;
   std::vector<std::unique_ptr<PsClient>> ps_;
+  std::string job_;  // the job's namespace on every PS
   std::unique_ptr<ParamRouter> router_;
   std::string backend_name_;
 

@@ -26,7 +26,7 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
   std::vector<VariablePlacementProto> placement(request.placement().begin(),
                                                 request.placement().end());
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
-                   Trainer::Create(spec, std::move(ps), placement));
+                   Trainer::Create(spec, std::move(ps), placement, request.job_id()));
   response->set_backend(trainer->backend_name());
   response->set_train_examples(trainer->train_examples());
   response->set_eval_examples(trainer->eval_examples());

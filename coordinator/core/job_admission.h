@@ -1,0 +1,42 @@
+// Admission: whether a job fits the cluster, checked when it is submitted,
+// before it is queued. ParseJobSpec has already bounded every size in the
+// spec (JobLimits in common/job_spec.h); this adds what depends on the
+// cluster: the job's variables laid out over its PS tasks, and the
+// parameter plus optimizer-slot bytes each PS would hold, against the
+// per-PS memory limit.
+#ifndef PSCLUSTER_COORDINATOR_CORE_JOB_ADMISSION_H_
+#define PSCLUSTER_COORDINATOR_CORE_JOB_ADMISSION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/job_spec.h"
+#include "common/model_variables.h"
+
+namespace pscluster {
+
+// Largest variable or shard a PS accepts, in elements (VariableStore's
+// default max_variable_elements: 2^28 float32 = 1 GiB, one gRPC message).
+inline constexpr int64_t kMaxShardElements = int64_t{1} << 28;
+
+// Optimizer slot arrays per parameter: sgd 0, momentum 1, adagrad 1, adam 2,
+// ftrl 2 (ps/core/optimizer.h).
+int OptimizerSlots(const std::string& optimizer_type);
+
+// Bytes of parameters plus slots that each PS of `plan` holds: dense
+// variables at their size, hash tables at max_rows (an unbounded table
+// counts as empty: it grows with the data, and the PS enforces no bound).
+std::vector<int64_t> PlannedBytesPerPs(const VariablePlan& plan);
+
+// OK when the job fits a cluster of `num_ps` PS tasks.
+// INVALID_ARGUMENT: the partitioner cannot lay it out, or a shard has more
+//   than kMaxShardElements elements (naming it and suggesting a partitioner).
+// RESOURCE_EXHAUSTED: a PS would hold more than `ps_memory_limit_bytes`
+//   (0: no limit), naming the PS, its bytes and the limit.
+absl::Status AdmitJob(const JobSpec& spec, int num_ps, int64_t ps_memory_limit_bytes);
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COORDINATOR_CORE_JOB_ADMISSION_H_

@@ -1,0 +1,214 @@
+// JobManager: the FIFO job queue, cancel, the queue across a coordinator
+// restart, and each job's PS namespace freed when it ends.
+#include "coordinator/core/job_manager.h"
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ps/core/in_process_ps_client.h"
+#include "ps/core/job_stores.h"
+
+namespace pscluster {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string Job(const std::string& name, int units) {
+  return absl::StrCat(R"(
+name: )", name, R"(
+model:
+  inputs: {dense: 4}
+  layers: [{dense: {units: )", units, R"(}}]
+optimizer: {type: sgd}
+data:
+  train: {images: a, labels: b}
+  eval: {images: a, labels: b}
+  per_replica_batch: 10
+train: {epochs: 1, steps_per_closure: 3, closures_per_worker: 1}
+)");
+}
+
+// A worker that records which jobs ran closures, in order, and can hold a
+// job's closures until released.
+class Worker : public WorkerClient {
+ public:
+  std::string address() const override { return "w"; }
+  absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    if (setups_.empty() || setups_.back() != request.job_id()) setups_.push_back(request.job_id());
+    response->set_backend("fake");
+    response->set_train_examples(30);
+    response->set_eval_examples(10);
+    return absl::OkStatus();
+  }
+  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override {
+    {
+      absl::MutexLock lock(&mu_);
+      auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !hold_; };
+      mu_.Await(absl::Condition(&released));
+    }
+    const int64_t n = request.split().end() - request.split().begin();
+    response->set_examples(n);
+    response->set_steps(1);
+    response->set_loss_sum(n);
+    return absl::OkStatus();
+  }
+  absl::Status Ping(const PingRequest&, PingResponse*) override { return absl::OkStatus(); }
+
+  void Hold(bool hold) {
+    absl::MutexLock lock(&mu_);
+    hold_ = hold;
+  }
+  std::vector<std::string> setups() {
+    absl::MutexLock lock(&mu_);
+    return setups_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> setups_ ABSL_GUARDED_BY(mu_);
+};
+
+JobState WaitForState(JobManager& jobs, const std::string& id, std::set<JobState> states) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    absl::StatusOr<JobStatusProto> s = jobs.Get(id);
+    if (s.ok() && states.count(s->state())) return s->state();
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return JOB_STATE_UNKNOWN;
+}
+
+struct Cluster {
+  JobStores ps0_state, ps1_state;
+  InProcessPsClient ps0{&ps0_state}, ps1{&ps1_state};
+  Worker w;
+  JobRunnerOptions options;
+  std::unique_ptr<JobManager> Manager(const std::string& state_dir = "") {
+    options.retry_backoff = absl::Milliseconds(1);
+    return std::make_unique<JobManager>(std::vector<PsClient*>{&ps0, &ps1},
+                                        std::vector<WorkerClient*>{&w}, options, state_dir);
+  }
+  std::vector<std::string> HeldJobs() {
+    std::vector<std::string> jobs;
+    for (JobStores* s : {&ps0_state, &ps1_state}) {
+      StatsResponse stats;
+      EXPECT_TRUE(s->Stats(StatsRequest(), &stats).ok());
+      jobs.insert(jobs.end(), stats.jobs().begin(), stats.jobs().end());
+    }
+    return jobs;
+  }
+};
+
+TEST(JobManagerTest, JobsRunOneAtATimeInSubmissionOrderAndQueuedOnesCanBeCancelled) {
+  Cluster c;
+  c.w.Hold(true);
+  auto jobs = c.Manager();
+  absl::StatusOr<SubmitJobResponse> a = jobs->Submit(Job("a", 3), "a.yaml");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->queue_position(), 0);
+  ASSERT_EQ(WaitForState(*jobs, a->job_id(), {RUNNING}), RUNNING);
+  absl::StatusOr<SubmitJobResponse> b = jobs->Submit(Job("b", 5), "b.yaml");
+  absl::StatusOr<SubmitJobResponse> d = jobs->Submit(Job("d", 2), "d.yaml");
+  ASSERT_TRUE(b.ok() && d.ok());
+  EXPECT_EQ(b->queue_position(), 1);
+  EXPECT_EQ(d->queue_position(), 2);
+  EXPECT_EQ(jobs->Get(d->job_id())->state(), QUEUED);
+  EXPECT_EQ(jobs->Get(d->job_id())->queue_position(), 2);
+  EXPECT_EQ(jobs->QueueDepth(), 2);
+
+  // b is cancelled while queued: it never runs; d moves up.
+  ASSERT_TRUE(jobs->Cancel(b->job_id()).ok());
+  EXPECT_EQ(jobs->Get(b->job_id())->state(), CANCELLED);
+  EXPECT_EQ(jobs->Get(d->job_id())->queue_position(), 1);
+  absl::Status again = jobs->Cancel(b->job_id());
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(again.message()), HasSubstr("already ended (CANCELLED)"));
+  EXPECT_EQ(jobs->Cancel("nobody").code(), absl::StatusCode::kNotFound);
+
+  c.w.Hold(false);
+  EXPECT_EQ(WaitForState(*jobs, d->job_id(), {SUCCEEDED, FAILED}), SUCCEEDED);
+  EXPECT_EQ(jobs->Get(a->job_id())->state(), SUCCEEDED);
+  EXPECT_THAT(c.w.setups(), ElementsAre(a->job_id(), d->job_id()));
+  // Nothing of either job is left on the PS tasks.
+  EXPECT_TRUE(c.HeldJobs().empty());
+
+  std::vector<std::string> listed;
+  for (const JobStatusProto& s : jobs->List()) listed.push_back(s.job_id());
+  EXPECT_THAT(listed, ElementsAre(a->job_id(), b->job_id(), d->job_id()));
+
+  absl::StatusOr<std::vector<JobEvent>> events = jobs->Events(b->job_id());
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> kinds;
+  for (const JobEvent& e : *events) kinds.push_back(e.kind());
+  EXPECT_THAT(kinds, ElementsAre("queued", "cancelled"));
+  events = jobs->Events(a->job_id());
+  ASSERT_TRUE(events.ok());
+  kinds.clear();
+  for (const JobEvent& e : *events) kinds.push_back(e.kind());
+  EXPECT_EQ(kinds.front(), "queued");
+  EXPECT_EQ(kinds.back(), "succeeded");
+}
+
+TEST(JobManagerTest, AJobThatDoesNotFitIsRefusedBeforeItIsQueued) {
+  Cluster c;
+  c.options.ps_memory_limit_bytes = 1000;
+  auto jobs = c.Manager();
+  absl::StatusOr<SubmitJobResponse> big = jobs->Submit(Job("big", 1000), "big.yaml");
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(jobs->List().empty());
+  absl::StatusOr<SubmitJobResponse> bad = jobs->Submit("model: [", "bad.yaml");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("bad.yaml:"));
+}
+
+TEST(JobManagerTest, TheQueueSurvivesACoordinatorRestart) {
+  const std::string dir = ::testing::TempDir() + "/job_manager_restart";
+  std::filesystem::remove_all(dir);
+  Cluster c;
+  c.w.Hold(true);
+  std::string a, b, d;
+  {
+    auto jobs = c.Manager(dir);
+    ASSERT_TRUE(jobs->Recover().ok());
+    a = jobs->Submit(Job("a", 3), "a.yaml")->job_id();
+    ASSERT_EQ(WaitForState(*jobs, a, {RUNNING}), RUNNING);
+    b = jobs->Submit(Job("b", 3), "b.yaml")->job_id();
+    d = jobs->Submit(Job("d", 3), "d.yaml")->job_id();
+    ASSERT_TRUE(jobs->Cancel(b).ok());
+    // The coordinator stops while a runs (interrupted, not ended).
+    std::thread release([&] {
+      absl::SleepFor(absl::Milliseconds(50));
+      c.w.Hold(false);
+    });
+    jobs.reset();
+    release.join();
+  }
+  c.w.Hold(false);
+  auto jobs = c.Manager(dir);
+  absl::StatusOr<int> queued = jobs->Recover();
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_EQ(*queued, 2);  // a (interrupted) and d; b had ended
+  EXPECT_EQ(jobs->Get(b)->state(), CANCELLED);
+  EXPECT_EQ(WaitForState(*jobs, d, {SUCCEEDED, FAILED}), SUCCEEDED);
+  EXPECT_EQ(jobs->Get(a)->state(), SUCCEEDED);
+  // New ids continue after the recorded ones.
+  const std::string e = jobs->Submit(Job("e", 3), "e.yaml")->job_id();
+  EXPECT_EQ(e, "e-4");
+  EXPECT_EQ(WaitForState(*jobs, e, {SUCCEEDED, FAILED}), SUCCEEDED);
+  jobs.reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pscluster

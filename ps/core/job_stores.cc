@@ -1,0 +1,122 @@
+#include "ps/core/job_stores.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pscluster {
+namespace {
+
+int64_t HeldBytes(const StatsResponse& stats) {
+  int64_t bytes = 0;
+  for (const VariableStats& v : stats.variables()) bytes += v.parameter_bytes() + v.slot_bytes();
+  return bytes;
+}
+
+}  // namespace
+
+JobStores::JobStores(VariableStore::Options store_options)
+    : store_options_(std::move(store_options)),
+      incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1,
+                                           std::numeric_limits<uint64_t>::max())) {}
+
+absl::StatusOr<std::shared_ptr<VariableStore>> JobStores::Find(const std::string& job) {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = stores_.find(job);
+  if (it == stores_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "job '", job, "' holds nothing on this PS (it never created variables here, has ended, "
+                      "or this PS restarted)"));
+  }
+  return it->second;
+}
+
+std::shared_ptr<VariableStore> JobStores::FindOrCreate(const std::string& job) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = stores_.find(job);
+    if (it != stores_.end()) return it->second;
+  }
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<VariableStore>& store = stores_[job];
+  if (store == nullptr) store = std::make_shared<VariableStore>(store_options_);
+  return store;
+}
+
+absl::Status JobStores::CreateVariables(const CreateVariablesRequest& request,
+                                        CreateVariablesResponse* response) {
+  return FindOrCreate(request.job())->CreateVariables(request, response);
+}
+
+absl::Status JobStores::Pull(const PullRequest& request, PullResponse* response) {
+  ASSIGN_OR_RETURN(std::shared_ptr<VariableStore> store, Find(request.job()));
+  return store->Pull(request, response);
+}
+
+absl::Status JobStores::Push(const PushRequest& request, PushResponse* response) {
+  ASSIGN_OR_RETURN(std::shared_ptr<VariableStore> store, Find(request.job()));
+  return store->Push(request, response);
+}
+
+absl::Status JobStores::Save(const SaveRequest& request, SaveResponse* response) {
+  absl::StatusOr<std::shared_ptr<VariableStore>> store = Find(request.job());
+  // A job this PS holds nothing of (it restarted) saves an empty file, whose
+  // zero variables tell the coordinator the PS lost them.
+  if (!store.ok()) return VariableStore(store_options_).Save(request, response);
+  return (*store)->Save(request, response);
+}
+
+absl::Status JobStores::Restore(const RestoreRequest& request, RestoreResponse* response) {
+  return FindOrCreate(request.job())->Restore(request, response);
+}
+
+absl::Status JobStores::PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response) {
+  ASSIGN_OR_RETURN(std::shared_ptr<VariableStore> store, Find(request.job()));
+  return store->PruneKeys(request, response);
+}
+
+absl::Status JobStores::Stats(const StatsRequest& request, StatsResponse* response) {
+  std::vector<std::pair<std::string, std::shared_ptr<VariableStore>>> stores;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    stores.assign(stores_.begin(), stores_.end());
+  }
+  std::sort(stores.begin(), stores.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  int64_t held = 0;
+  for (const auto& [job, store] : stores) {
+    StatsResponse stats;
+    RETURN_IF_ERROR(store->Stats(StatsRequest(), &stats));
+    held += HeldBytes(stats);
+    if (job == request.job()) *response = std::move(stats);
+  }
+  for (const auto& [job, store] : stores) response->add_jobs(job);
+  response->set_held_bytes(held);
+  response->set_incarnation(incarnation_);
+  return absl::OkStatus();
+}
+
+absl::Status JobStores::EndJob(const EndJobRequest& request, EndJobResponse* response) {
+  std::shared_ptr<VariableStore> store;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = stores_.find(request.job());
+    if (it == stores_.end()) return absl::OkStatus();
+    store = std::move(it->second);
+    stores_.erase(it);
+  }
+  StatsResponse stats;
+  RETURN_IF_ERROR(store->Stats(StatsRequest(), &stats));
+  response->set_existed(true);
+  response->set_variables(stats.variables_size());
+  response->set_bytes(HeldBytes(stats));
+  // The store is freed here, or by the last call still running on it.
+  return absl::OkStatus();
+}
+
+}  // namespace pscluster

@@ -1,0 +1,83 @@
+// JobStores: a PS task's job namespaces. Everything a job creates on a PS —
+// variables, optimizer slots, hash tables, its exactly-once keys and step
+// counters — lives in that job's own VariableStore, so that jobs run one
+// after another on long-lived servers never see each other's state, and
+// EndJob frees all of it at once.
+//
+// Every ParameterServer request names its job (`job`, "" being a namespace
+// like any other, for tools and benchmarks); each method here routes the
+// request to that job's store and has the store's contract
+// (ps/core/variable_store.h), plus:
+// - CreateVariables and Restore create the job's namespace if it is missing;
+// - Pull, Push and PruneKeys of a job this PS holds nothing of are
+//   NOT_FOUND naming the job (it never created variables here, has ended,
+//   or this PS restarted and lost it: the coordinator then restores it);
+//   Save of such a job writes a file of no variables (so the coordinator
+//   sees that the PS lost them, as it checks the variables saved);
+// - Stats of such a job is empty, not an error; every Stats answer carries
+//   the process's incarnation, every job held, and the bytes held in all.
+//
+// A request in flight keeps its store alive (shared ownership), so EndJob
+// never frees memory under a running call; the store goes when the last
+// call on it returns.
+//
+// Thread-safe.
+#ifndef PSCLUSTER_PS_CORE_JOB_STORES_H_
+#define PSCLUSTER_PS_CORE_JOB_STORES_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "protos/ps.pb.h"
+#include "ps/core/variable_store.h"
+
+namespace pscluster {
+
+class JobStores {
+ public:
+  // `store_options` configures every job's store (shared metrics registry
+  // included: the pscluster_ps_* counters count over all jobs).
+  explicit JobStores(VariableStore::Options store_options);
+  JobStores() : JobStores(VariableStore::Options()) {}
+
+  JobStores(const JobStores&) = delete;
+  JobStores& operator=(const JobStores&) = delete;
+
+  absl::Status CreateVariables(const CreateVariablesRequest& request,
+                               CreateVariablesResponse* response);
+  absl::Status Pull(const PullRequest& request, PullResponse* response);
+  absl::Status Push(const PushRequest& request, PushResponse* response);
+  absl::Status Stats(const StatsRequest& request, StatsResponse* response);
+  absl::Status Save(const SaveRequest& request, SaveResponse* response);
+  absl::Status Restore(const RestoreRequest& request, RestoreResponse* response);
+  absl::Status PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response);
+
+  // Drops the job's namespace and everything in it (response->existed is
+  // false, and nothing else set, if there was none). Never fails.
+  absl::Status EndJob(const EndJobRequest& request, EndJobResponse* response);
+
+  // Random per process: a new value means the PS restarted.
+  uint64_t incarnation() const { return incarnation_; }
+
+ private:
+  // The job's store; NOT_FOUND naming the job when it has none.
+  absl::StatusOr<std::shared_ptr<VariableStore>> Find(const std::string& job)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The job's store, created empty when missing.
+  std::shared_ptr<VariableStore> FindOrCreate(const std::string& job) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const VariableStore::Options store_options_;
+  const uint64_t incarnation_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<VariableStore>> stores_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_PS_CORE_JOB_STORES_H_
