@@ -68,6 +68,17 @@ class MessagePool {
     return std::shared_ptr<T>(message.release(), [this](T* m) { Release(m); });
   }
 
+  // Frees every message on the free list (those in use return to it as
+  // usual); e.g. when the job whose tensors they were sized for has ended.
+  void Clear() {
+    std::vector<std::pair<std::unique_ptr<T>, size_t>> free;
+    {
+      absl::MutexLock lock(&mu_);
+      free.swap(free_);
+      free_bytes_ = 0;
+    }
+  }
+
   // Messages freed on release because they were too large, so far.
   size_t dropped() const {
     absl::MutexLock lock(&mu_);

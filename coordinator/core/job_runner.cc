@@ -48,6 +48,7 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
   status_.set_state(QUEUED);
   status_.set_total_epochs(spec_.train.epochs);
   start_ = absl::Now();
+  status_.set_submitted_unix_s(absl::ToDoubleSeconds(start_ - absl::UnixEpoch()));
   last_checkpoint_time_ = start_;
 }
 
@@ -333,7 +334,14 @@ absl::Status JobRunner::Finish(absl::Status status) {
     return absl::CancelledError("interrupted by a coordinator shutdown");
   }
   // After the final checkpoint: nothing of the job stays on the PS tasks.
-  if (touched_ps_) EndOnEveryPs();
+  if (touched_ps_) {
+    absl::StatusOr<DescribeJobResponse> last = Describe();
+    if (last.ok()) {
+      absl::MutexLock lock(&mu_);
+      final_describe_ = *std::move(last);
+    }
+    EndOnEveryPs();
+  }
   if (status.ok()) {
     Event("succeeded", "the job succeeded");
   } else if (absl::IsCancelled(status)) {
@@ -368,6 +376,12 @@ absl::Status JobRunner::Finish(absl::Status status) {
 }
 
 absl::Status JobRunner::Run() {
+  {
+    // Wall time counts from here: time spent QUEUED is not the job's.
+    absl::MutexLock lock(&mu_);
+    start_ = absl::Now();
+    last_checkpoint_time_ = start_;
+  }
   Update([](JobStatusProto* s) { s->set_state(RUNNING); });
   if (ps_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no PS task"));
   if (workers_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no worker"));
@@ -385,9 +399,19 @@ absl::Status JobRunner::Run() {
   }
   Event("started", absl::StrCat("running on ", ps_.size(), " PS and ", workers_.size(),
                                  " workers"));
-  if (absl::Status s = Prepare(); !s.ok()) return Finish(s);
+  // Errors of the job's own input, found before any training step.
+  auto invalid_input = [this](const absl::Status& s) {
+    if (absl::IsInvalidArgument(s) || absl::IsNotFound(s) || absl::IsDataLoss(s) ||
+        absl::IsFailedPrecondition(s) || absl::IsOutOfRange(s)) {
+      Update([](JobStatusProto* st) { st->set_invalid_input(true); });
+    }
+    return s;
+  };
+  if (absl::Status s = Prepare(); !s.ok()) return Finish(invalid_input(s));
   int64_t train_n = 0, eval_n = 0;
-  if (absl::Status s = SetupWorkers(&train_n, &eval_n); !s.ok()) return Finish(s);
+  if (absl::Status s = SetupWorkers(&train_n, &eval_n); !s.ok()) {
+    return Finish(invalid_input(s));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (epoch_ >= spec_.train.epochs && status_.resumed_from_checkpoint() >= 0) {

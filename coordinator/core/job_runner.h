@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -128,7 +129,8 @@ class JobRunner {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The job's variable layout and what each PS holds now (asks every PS for
-  // its Stats). FAILED_PRECONDITION before the variables exist.
+  // its Stats); after the job ended, what they held at its end.
+  // FAILED_PRECONDITION before the variables exist.
   absl::StatusOr<DescribeJobResponse> Describe() const ABSL_LOCKS_EXCLUDED(mu_);
 
   const JobSpec& spec() const { return spec_; }
@@ -220,6 +222,8 @@ class JobRunner {
   int64_t steps_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
   std::vector<JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  // Describe() taken as the job ended, before its namespaces were freed.
+  std::optional<DescribeJobResponse> final_describe_ ABSL_GUARDED_BY(mu_);
   // Events recorded before the job log was open, appended when it opens.
   size_t events_logged_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -9,6 +9,8 @@ namespace pscluster {
 absl::StatusOr<DescribeJobResponse> JobRunner::Describe() const {
   {
     absl::MutexLock lock(&mu_);
+    // An ended job's variables are gone from the PS: what they held at its end.
+    if (final_describe_.has_value()) return *final_describe_;
     if (!variables_ready_) {
       return absl::FailedPreconditionError(
           absl::StrCat("job '", job_id_, "' has not created its variables yet"));

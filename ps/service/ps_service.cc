@@ -98,8 +98,15 @@ grpc::Status ParameterServerService::EndJob(grpc::ServerContext*, const EndJobRe
                                             EndJobResponse* response) {
   grpc::Status status =
       handler_.Run("EndJob", [&] { return jobs_->EndJob(*request, response); });
-  // A job's variables may be most of this process: hand them back now.
-  if (response->bytes() > 0) malloc_trim(0);
+  // A job's variables may be most of this process, and the pooled messages
+  // were sized for its tensors: hand both back now.
+  if (response->existed()) {
+    pull_requests_.Clear();
+    pull_responses_.Clear();
+    push_requests_.Clear();
+    push_responses_.Clear();
+    malloc_trim(0);
+  }
   return status;
 }
 
