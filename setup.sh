@@ -11,7 +11,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev
+  libopenblas-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev libcli11-dev
   dataset-fashion-mnist python3 procps
   r-base-core r-cran-dslabs
 )

@@ -39,17 +39,17 @@ std::string FormatDescribe(const DescribeJobResponse& d) {
     total_slots += p.slot_bytes();
   }
   out += "\n";
-  absl::StrAppendFormat(&out, "%-4s %-22s %9s %10s %10s %7s %9s %9s\n", "ps", "address",
-                        "variables", "params", "slots", "share", "steps", "repeats");
+  absl::StrAppendFormat(&out, "%-4s %-22s %9s %10s %10s %7s %9s %9s %9s\n", "ps", "address",
+                        "variables", "params", "slots", "share", "steps", "repeats", "keys");
   for (const PsLoad& p : d.ps()) {
     const double share = total_params + total_slots > 0
                              ? 100.0 * (p.parameter_bytes() + p.slot_bytes()) /
                                    (total_params + total_slots)
                              : 0;
-    absl::StrAppendFormat(&out, "%-4d %-22s %9d %10s %10s %6.1f%% %9d %9d\n", p.ps_index(),
+    absl::StrAppendFormat(&out, "%-4d %-22s %9d %10s %10s %6.1f%% %9d %9d %9d\n", p.ps_index(),
                           p.address(), p.variables(), FormatBytes(p.parameter_bytes()),
                           FormatBytes(p.slot_bytes()), share, p.applied_steps(),
-                          p.duplicate_steps());
+                          p.duplicate_steps(), p.held_keys());
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "client/job_watch.h"
 #include "client/describe.h"
+#include "client/exit_codes.h"
 #include "client/local_cluster.h"
 #include "client/progress.h"
 #include "client/result_json.h"
@@ -27,10 +28,9 @@
 namespace pscluster {
 namespace {
 
-constexpr int kExitSucceeded = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitBadInput = 2;
-constexpr int kExitInterrupted = 130;
+constexpr int kExitSucceeded = kExitOk;
+constexpr int kExitFailed = kExitJobFailed;
+constexpr int kExitBadInput = kExitUsage;
 constexpr int kLogTailLines = 20;
 constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 constexpr absl::Duration kStopGrace = absl::Seconds(5);
@@ -55,7 +55,8 @@ int TakePendingSignal() {
   return sig > 0 ? sig : 0;
 }
 
-// The run directory; a temporary one is removed when this goes away.
+// The run directory; a temporary one is removed when this goes away, unless
+// Keep() was called.
 class RunDir {
  public:
   static absl::StatusOr<std::unique_ptr<RunDir>> Create(const std::string& requested, bool keep) {
@@ -77,6 +78,9 @@ class RunDir {
     if (remove_) std::filesystem::remove_all(path_, ec);
   }
   const std::string& path() const { return path_; }
+  // Whether the destructor would remove the directory.
+  bool removes() const { return remove_; }
+  void Keep() { remove_ = false; }
 
  private:
   RunDir(std::string path, bool remove) : path_(std::move(path)), remove_(remove) {}
@@ -113,13 +117,20 @@ absl::Status CancelJob(Coordinator::Stub* stub, const std::string& job_id) {
   return FromGrpcStatus(stub->CancelJob(&ctx, request, &response));
 }
 
-// Prints the outcome: one JSON object, or the text summary, plus the error
-// on stderr when the job did not succeed.
-int Report(const RunResult& result, const LocalRunOptions& options, int exit_code) {
-  if (options.output == OutputFormat::kJson) {
-    std::printf("%s\n", RunResultJson(result).dump().c_str());
+// Prints the outcome: one JSON/YAML object, or the text summary, plus the
+// error on stderr when the job did not succeed. A run that trained nothing
+// because its checkpoint already covered every epoch says so (on stderr too
+// with -o json|yaml, whose consumers see "already_complete").
+int Report(const RunResult& result, const LocalRunOptions& options, int exit_code,
+           const std::string& checkpoint_dir) {
+  if (options.output != OutputFormat::kText) {
+    if (result.status.already_complete()) {
+      std::fprintf(stderr, "psctl: %s\n",
+                   AlreadyCompleteNotice(result.status, checkpoint_dir).c_str());
+    }
+    PrintStructured(RunResultJson(result), options.output);
   } else {
-    std::printf("%s", FormatSummary(result.status).c_str());
+    std::printf("%s", FormatSummary(result.status, checkpoint_dir).c_str());
     if (result.describe) std::printf("\n%s", FormatDescribe(*result.describe).c_str());
     std::fflush(stdout);  // keep stdout and stderr in order when both are files
     if (exit_code != kExitSucceeded && !result.status.error().empty()) {
@@ -128,6 +139,32 @@ int Report(const RunResult& result, const LocalRunOptions& options, int exit_cod
   }
   std::fflush(stdout);
   return exit_code;
+}
+
+// A temporary run directory outlives a run that did not succeed (its logs
+// say why); the user is told where. Bad input (exit 2) trained nothing worth
+// keeping.
+void KeepRunDirOnFailure(RunDir* run_dir, int exit_code, JobState state) {
+  if (exit_code == kExitSucceeded || exit_code == kExitBadInput) return;
+  const char* what = state == CANCELLED ? "was cancelled" : "failed";
+  if (run_dir->removes()) run_dir->Keep();
+  std::fprintf(stderr, "psctl: the job %s; logs are kept in %s\n", what,
+               run_dir->path().c_str());
+}
+
+// Passes --log_level=LEVEL to the coordinator and the workers if their
+// binary lists the flag (PS flags are not configurable in LocalCluster).
+void AddLogLevel(LocalClusterOptions* cluster_options, const std::string& level) {
+  if (level.empty()) return;
+  const std::string scratch = cluster_options->run_dir + "/log_level.helpfull";
+  auto has = [&](const std::string& bin) {
+    absl::StatusOr<bool> r = BinaryHasFlag(bin, "log_level", scratch);
+    unlink(scratch.c_str());
+    return r.ok() && *r;
+  };
+  const std::string flag = "--log_level=" + level;
+  if (has(cluster_options->coordinator_bin)) cluster_options->coordinator_flags.push_back(flag);
+  if (has(cluster_options->worker_server_bin)) cluster_options->worker_flags.push_back(flag);
 }
 
 // Gives the coordinator --state_dir=RUN_DIR/coordinator-state (fresh for
@@ -170,17 +207,23 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   const sigset_t signals = TerminationSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  const bool json = options.output == OutputFormat::kJson;
+  // -o json|yaml: stdout holds nothing but the result object.
+  const bool json = options.output != OutputFormat::kText;
   std::FILE* info = json ? stderr : stdout;
   RunResult result;
   result.strategy = StrategyName(spec.strategy);
   result.ps = options.num_ps;
   result.workers = options.num_workers;
   result.status.set_name(spec.name);
+  std::unique_ptr<RunDir> run_dir_holder;  // set below; outlives every Report
+  auto report = [&](int code) {
+    if (run_dir_holder) KeepRunDirOnFailure(run_dir_holder.get(), code, result.status.state());
+    return Report(result, options, code, spec.checkpoint.dir);
+  };
   auto fail = [&](JobState state, const std::string& error, int code) {
     result.status.set_state(state);
     result.status.set_error(error);
-    return Report(result, options, code);
+    return report(code);
   };
 
   LocalClusterOptions cluster_options;
@@ -213,7 +256,9 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
     std::fprintf(stderr, "psctl: %s\n", std::string(run_dir.status().message()).c_str());
     return kExitBadInput;
   }
-  cluster_options.run_dir = (*run_dir)->path();
+  run_dir_holder = std::move(*run_dir);
+  cluster_options.run_dir = run_dir_holder->path();
+  AddLogLevel(&cluster_options, options.log_level);
   const bool durable_coordinator = AddCoordinatorStateDir(&cluster_options);
   int signal_received = 0;
   cluster_options.interrupted = [&signal_received] {
@@ -249,7 +294,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   if (!s.ok()) {
     cluster->Stop(kStopGrace);
     return fail(FAILED, absl::StrCat("SubmitJob: ", s.message()),
-                s.code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed);
+                ExitCodeForRpcError(s.code()) == kExitUsage ? kExitBadInput : kExitFailed);
   }
   const std::string job_id = submitted.job_id();
   result.status.set_job_id(job_id);
@@ -355,7 +400,9 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
     psctl_error = absl::StrCat(psctl_error.empty() ? "" : psctl_error + "; ",
                                "lost the coordinator: ", final_status.status().message());
   }
-  if (exit_code == kExitSucceeded && result.status.state() != SUCCEEDED) exit_code = kExitFailed;
+  if (exit_code == kExitSucceeded && result.status.state() != SUCCEEDED) {
+    exit_code = ExitCodeForJob(result.status);
+  }
   if (exit_code == kExitInterrupted && !IsFinalState(result.status.state())) {
     result.status.set_state(CANCELLED);
   }
@@ -366,7 +413,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
     errors.push_back(absl::StrCat("exited during the job: ", absl::StrJoin(child_failures, ", ")));
   }
   result.status.set_error(absl::StrJoin(errors, "; "));
-  return Report(result, options, exit_code);
+  return report(exit_code);
 }
 
 }  // namespace pscluster

@@ -5,13 +5,9 @@
 
 #include <string>
 
-namespace pscluster {
+#include "client/output_format.h"
 
-enum class OutputFormat {
-  kText,  // progress (a bar on a TTY, else plain lines) and a summary on stdout
-  kJson,  // nothing on stdout but one JSON object at the end (result_json.h);
-          // progress lines go to stderr
-};
+namespace pscluster {
 
 struct LocalRunOptions {
   // The job YAML's path as the user gave it (for messages and SubmitJob).
@@ -19,9 +15,14 @@ struct LocalRunOptions {
   // Cluster size (parameter_server only); both >= 1.
   int num_ps = 2;
   int num_workers = 2;
+  // kText: progress (a bar on a TTY, else plain lines) and a summary on
+  // stdout. kJson/kYaml: nothing on stdout but one object at the end
+  // (result_json.h); progress lines go to stderr.
   OutputFormat output = OutputFormat::kText;
   // Logs and port files go here. Empty: a fresh /tmp/psctl-XXXXXX that is
-  // removed at exit unless keep_run_dir. A given directory is never removed.
+  // removed at exit when the job succeeded, unless keep_run_dir; a failed,
+  // cancelled or timed-out run keeps it (and says where). A given directory
+  // is never removed.
   std::string run_dir;
   bool keep_run_dir = false;
   // Print the variable layout and what each PS holds (psctl describe) at the
@@ -38,6 +39,9 @@ struct LocalRunOptions {
   std::string ps_server_bin;
   std::string worker_server_bin;
   std::string coordinator_bin;
+  // --log_level for the children (trace|debug|info|warn|error|off), passed
+  // only to binaries that list the flag in --helpfull. Empty: not passed.
+  std::string log_level;
 };
 
 }  // namespace pscluster

@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/describe.h"
+#include "client/exit_codes.h"
+#include "client/output_format.h"
 #include "client/progress.h"
 #include "client/result_json.h"
 #include "coordinator/core/job_runner.h"
@@ -71,7 +73,8 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
   });
 
   std::thread run([&runner] { runner.Run().IgnoreError(); });
-  const bool json = options.output == OutputFormat::kJson;
+  // -o json|yaml: the result alone on stdout, progress on stderr.
+  const bool json = options.output != OutputFormat::kText;
   std::FILE* progress_out = json ? stderr : stdout;
   ProgressPrinter printer(progress_out,
                           !json && isatty(fileno(stdout)) ? ProgressPrinter::Mode::kBar
@@ -106,7 +109,7 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
     result.ps = 0;
     result.workers = 1;
     result.describe = describe;
-    std::cout << RunResultJson(result).dump() << std::endl;
+    PrintStructured(RunResultJson(result), options.output);
   } else {
     std::cout << FormatSummary(status);
     if (describe) std::cout << "\n" << FormatDescribe(*describe);
@@ -116,7 +119,7 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
   if (status.state() == SUCCEEDED) return 0;
   if (interrupted) return 130;
   if (!json) std::cerr << "psctl: job failed: " << status.error() << "\n";
-  return 1;
+  return ExitCodeForJob(status);
 }
 
 }  // namespace pscluster

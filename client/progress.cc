@@ -54,8 +54,23 @@ std::string FormatProgressLine(const JobStatusProto& s) {
   return line;
 }
 
-std::string FormatSummary(const JobStatusProto& s) {
+std::string AlreadyCompleteNotice(const JobStatusProto& s, const std::string& checkpoint_dir) {
+  const std::string where =
+      checkpoint_dir.empty() ? "the job's checkpoint directory" : checkpoint_dir;
+  return absl::StrFormat(
+      "nothing trained in this run: the checkpoint in %s already covers all %d epochs; remove it "
+      "or change checkpoint.dir to train again",
+      where, s.total_epochs());
+}
+
+std::string FormatSummary(const JobStatusProto& s, const std::string& checkpoint_dir) {
   std::string out = absl::StrFormat("job %s (%s): %s\n", s.name(), s.job_id(), JobStateName(s.state()));
+  if (s.state() == QUEUED) {
+    absl::StrAppendFormat(&out, "  queue position  %d\n", s.queue_position());
+  }
+  if (s.already_complete()) {
+    absl::StrAppendFormat(&out, "  %s\n", AlreadyCompleteNotice(s, checkpoint_dir));
+  }
   absl::StrAppendFormat(&out, "  train loss      %.4f\n", s.train_loss());
   if (HasEval(s)) {
     absl::StrAppendFormat(&out, "  eval accuracy   %.4f (eval loss %.4f)\n", s.eval_accuracy(),
@@ -67,7 +82,10 @@ std::string FormatSummary(const JobStatusProto& s) {
   }
   absl::StrAppendFormat(&out, "  steps           %d/%d (%d examples, %d/%d epochs)\n", s.steps(),
                         s.total_steps(), s.examples(), s.epochs_size(), s.total_epochs());
-  absl::StrAppendFormat(&out, "  examples/s      %.0f\n", s.examples_per_sec());
+  // An already complete run trained nothing: 0 examples/s is no measurement.
+  if (!s.already_complete()) {
+    absl::StrAppendFormat(&out, "  examples/s      %.0f\n", s.examples_per_sec());
+  }
   absl::StrAppendFormat(&out, "  wall time       %.1f s\n", s.wall_seconds());
   if (!s.backend().empty()) absl::StrAppendFormat(&out, "  backend         %s\n", s.backend());
   if (!s.error().empty()) absl::StrAppendFormat(&out, "  error           %s\n", s.error());

@@ -31,9 +31,16 @@ std::string FormatProgressBar(const JobStatusProto& status, int bar_width);
 // "epoch 1/5 step 469/2345 loss 0.5123 examples/s 12345 eval_accuracy 0.8412"
 std::string FormatProgressLine(const JobStatusProto& status);
 
+// Why a run trained nothing (status.already_complete()): "nothing trained in
+// this run: the checkpoint in DIR already covers all N epochs; ...". An empty
+// `checkpoint_dir` (not known to the caller) is named generically.
+std::string AlreadyCompleteNotice(const JobStatusProto& status, const std::string& checkpoint_dir);
+
 // The closing report: state, final metrics, wall time, one line each, ending
-// in a newline. Includes the job's error when it has one.
-std::string FormatSummary(const JobStatusProto& status);
+// in a newline. Includes the job's error when it has one, the queue position
+// of a QUEUED job, and, for an already complete run, AlreadyCompleteNotice in
+// place of the (meaningless) examples/s.
+std::string FormatSummary(const JobStatusProto& status, const std::string& checkpoint_dir = "");
 
 // Draws progress for a stream of status updates.
 class ProgressPrinter {

@@ -156,5 +156,27 @@ TEST(ProgressPrinterTest, BarRedrawsOneLineAndEndsIt) {
   EXPECT_EQ(text.size() - second - 2, first_length);
 }
 
+// A rerun whose checkpoint already covered every epoch trained nothing: the
+// summary says so, naming the directory, instead of showing 0 examples/s.
+TEST(FormatSummaryTest, AlreadyCompleteRunSaysNothingWasTrained) {
+  JobStatusProto s;
+  s.set_state(SUCCEEDED);
+  s.set_total_epochs(5);
+  s.set_already_complete(true);
+  const std::string summary = FormatSummary(s, "/ckpt/mnist");
+  EXPECT_THAT(summary, HasSubstr("nothing trained in this run: the checkpoint in /ckpt/mnist "
+                                 "already covers all 5 epochs"));
+  EXPECT_THAT(summary, Not(HasSubstr("examples/s")));
+  s.set_already_complete(false);
+  EXPECT_THAT(FormatSummary(s, "/ckpt/mnist"), HasSubstr("examples/s"));
+}
+
+TEST(FormatSummaryTest, QueuedJobShowsItsQueuePosition) {
+  JobStatusProto s;
+  s.set_state(QUEUED);
+  s.set_queue_position(2);
+  EXPECT_THAT(FormatSummary(s), HasSubstr("queue position  2"));
+}
+
 }  // namespace
 }  // namespace pscluster

@@ -4,15 +4,17 @@
 
 namespace pscluster {
 
-nlohmann::json RunResultJson(const RunResult& result) {
-  const JobStatusProto& s = result.status;
+nlohmann::json JobStatusJson(const JobStatusProto& s) {
   nlohmann::json j;
   j["job"] = s.name();
   j["job_id"] = s.job_id();
   j["state"] = JobStateName(s.state());
-  j["strategy"] = result.strategy;
-  j["ps"] = result.ps;
-  j["workers"] = result.workers;
+  j["queue_position"] = s.queue_position();
+  j["already_complete"] = s.already_complete();
+  j["invalid_input"] = s.invalid_input();
+  j["submitted_unix_s"] = s.submitted_unix_s();
+  j["epoch"] = s.epoch();
+  j["total_epochs"] = s.total_epochs();
   j["train_loss"] = s.train_loss();
   j["eval_accuracy"] = s.eval_accuracy();
   j["eval_loss"] = s.eval_loss();
@@ -41,6 +43,15 @@ nlohmann::json RunResultJson(const RunResult& result) {
                       {"wall_seconds", e.wall_seconds()}});
   }
   j["epochs"] = std::move(epochs);
+  if (!s.error().empty()) j["error"] = s.error();
+  return j;
+}
+
+nlohmann::json RunResultJson(const RunResult& result) {
+  nlohmann::json j = JobStatusJson(result.status);
+  j["strategy"] = result.strategy;
+  j["ps"] = result.ps;
+  j["workers"] = result.workers;
   if (result.pids) {
     j["pids"] = {{"ps", result.pids->ps},
                  {"worker", result.pids->worker},
@@ -48,8 +59,26 @@ nlohmann::json RunResultJson(const RunResult& result) {
   }
   if (result.restarts) j["restarts"] = *result.restarts;
   if (result.describe) j["describe"] = DescribeJson(*result.describe);
-  if (!s.error().empty()) j["error"] = s.error();
   return j;
+}
+
+nlohmann::json JobListJson(const ListJobsResponse& list) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const JobStatusProto& job : list.jobs()) jobs.push_back(JobStatusJson(job));
+  return {{"jobs", std::move(jobs)}};
+}
+
+nlohmann::json JobEventsJson(const std::string& job_id, const GetJobEventsResponse& events) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const JobEvent& e : events.events()) {
+    list.push_back(
+        {{"unix_seconds", e.unix_seconds()}, {"kind", e.kind()}, {"message", e.message()}});
+  }
+  return {{"job_id", job_id}, {"events", std::move(list)}};
+}
+
+nlohmann::json SubmitJson(const SubmitJobResponse& response) {
+  return {{"job_id", response.job_id()}, {"queue_position", response.queue_position()}};
 }
 
 nlohmann::json DescribeJson(const DescribeJobResponse& d) {
@@ -79,7 +108,8 @@ nlohmann::json DescribeJson(const DescribeJobResponse& d) {
                   {"parameter_bytes", p.parameter_bytes()},
                   {"slot_bytes", p.slot_bytes()},
                   {"applied_steps", p.applied_steps()},
-                  {"duplicate_steps", p.duplicate_steps()}});
+                  {"duplicate_steps", p.duplicate_steps()},
+                  {"held_keys", p.held_keys()}});
   }
   return {{"variables", std::move(vars)}, {"ps", std::move(ps)}};
 }

@@ -1,7 +1,9 @@
-// The machine-readable result of a psctl run: one JSON object (nlohmann::json)
-// printed on stdout by `psctl local --output json`, built from the job's final
-// JobStatusProto plus what psctl knows about the run (strategy, cluster size,
-// child pids).
+// The machine-readable output of psctl: JSON objects (nlohmann::json) printed
+// on stdout by `-o json` (and, converted, by `-o yaml`; see output_format.h).
+// A job's status has ONE schema, JobStatusJson, shared by `psctl local` (which
+// adds what it knows about the run: strategy, cluster size, child pids) and
+// `psctl status|watch|list`. Numbers are JSON numbers, never strings (unlike
+// protobuf's JSON printer, which quotes int64).
 //
 // Pure functions; thread-safe.
 #ifndef PSCLUSTER_CLIENT_RESULT_JSON_H_
@@ -43,6 +45,18 @@ struct RunResult {
   std::optional<DescribeJobResponse> describe;
 };
 
+// A job's status: {"job", "job_id", "state", "queue_position",
+//  "already_complete" (the checkpoint already covered every epoch: nothing was
+//  trained in this run), "submitted_unix_s", "epoch", "total_epochs",
+//  "train_loss", "eval_accuracy", "eval_loss", "eval_auc", "steps",
+//  "total_steps", "examples", "examples_per_sec", "wall_seconds", "backend",
+//  "compute_seconds", "pull_seconds", "push_seconds", "checkpoints",
+//  "resumed_from_checkpoint", "ps_recoveries", "lost_steps",
+//  "last_recovery_seconds", "epochs": [...] (as below), "error" (only when
+//  non-empty)}.
+nlohmann::json JobStatusJson(const JobStatusProto& status);
+
+// JobStatusJson(result.status) plus "strategy", "ps", "workers", and:
 // {"job", "job_id", "state", "strategy", "ps", "workers", "train_loss",
 //  "eval_accuracy", "eval_loss", "steps", "total_steps", "examples",
 //  "examples_per_sec", "wall_seconds", "backend", "compute_seconds",
@@ -60,6 +74,15 @@ struct RunResult {
 nlohmann::json RunResultJson(const RunResult& result);
 
 nlohmann::json DescribeJson(const DescribeJobResponse& describe);
+
+// {"jobs": [JobStatusJson, ...]}.
+nlohmann::json JobListJson(const ListJobsResponse& list);
+
+// {"job_id", "events": [{"unix_seconds", "kind", "message"}]}.
+nlohmann::json JobEventsJson(const std::string& job_id, const GetJobEventsResponse& events);
+
+// {"job_id", "queue_position"}.
+nlohmann::json SubmitJson(const SubmitJobResponse& response);
 
 }  // namespace pscluster
 

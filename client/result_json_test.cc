@@ -58,5 +58,55 @@ TEST(ResultJsonTest, ErrorAndNoPidsWithoutACluster) {
   EXPECT_TRUE(j["epochs"].is_array());
 }
 
+// `psctl status -o json` and `psctl local -o json` share one schema: every
+// key of a job's status is in the run result, with the same value, and
+// int64 fields are JSON numbers (protobuf's printer would quote them).
+TEST(ResultJsonTest, StatusIsTheSameShapeAsTheRunResultWithNumbers) {
+  RunResult r;
+  r.status.set_job_id("job-2");
+  r.status.set_state(QUEUED);
+  r.status.set_queue_position(3);
+  r.status.set_steps(int64_t{1} << 40);
+  r.status.set_already_complete(true);
+  const nlohmann::json status = JobStatusJson(r.status);
+  const nlohmann::json run = RunResultJson(r);
+  for (const auto& [key, value] : status.items()) {
+    ASSERT_TRUE(run.contains(key)) << key;
+    EXPECT_EQ(run[key], value) << key;
+  }
+  EXPECT_EQ(status["state"], "QUEUED");
+  EXPECT_TRUE(status["queue_position"].is_number_integer());
+  EXPECT_EQ(status["queue_position"], 3);
+  EXPECT_EQ(status["steps"], int64_t{1} << 40);
+  EXPECT_TRUE(status["resumed_from_checkpoint"].is_number_integer());
+  EXPECT_EQ(status["already_complete"], true);
+  EXPECT_FALSE(status.contains("strategy"));
+}
+
+TEST(ResultJsonTest, ListEventsAndSubmit) {
+  ListJobsResponse list;
+  list.add_jobs()->set_job_id("a");
+  list.add_jobs()->set_job_id("b");
+  const nlohmann::json jobs = JobListJson(list);
+  ASSERT_EQ(jobs["jobs"].size(), 2u);
+  EXPECT_EQ(jobs["jobs"][1]["job_id"], "b");
+
+  GetJobEventsResponse events;
+  JobEvent* e = events.add_events();
+  e->set_unix_seconds(1700000000.5);
+  e->set_kind("retry");
+  e->set_message("closure 7 retried");
+  const nlohmann::json log = JobEventsJson("a", events);
+  EXPECT_EQ(log["job_id"], "a");
+  ASSERT_EQ(log["events"].size(), 1u);
+  EXPECT_DOUBLE_EQ(log["events"][0]["unix_seconds"].get<double>(), 1700000000.5);
+  EXPECT_EQ(log["events"][0]["kind"], "retry");
+
+  SubmitJobResponse submitted;
+  submitted.set_job_id("a");
+  submitted.set_queue_position(2);
+  EXPECT_EQ(SubmitJson(submitted), nlohmann::json({{"job_id", "a"}, {"queue_position", 2}}));
+}
+
 }  // namespace
 }  // namespace pscluster

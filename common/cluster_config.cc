@@ -15,25 +15,20 @@
 namespace pscluster {
 namespace {
 
-constexpr TaskType kAllTypes[] = {TaskType::kChief, TaskType::kWorker,
-                                  TaskType::kPs};
+constexpr TaskType kAllTypes[] = {TaskType::kChief, TaskType::kWorker, TaskType::kPs};
 
 // "SOURCE:LINE:COL" (or SOURCE when the node has no position).
 std::string Where(absl::string_view source, const YAML::Mark &mark) {
-  if (mark.is_null())
-    return std::string(source);
+  if (mark.is_null()) return std::string(source);
   return absl::StrCat(source, ":", mark.line + 1, ":", mark.column + 1);
 }
 
-absl::Status Error(absl::string_view source, const YAML::Node &node,
-                   absl::string_view message) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(Where(source, node.Mark()), ": ", message));
+absl::Status Error(absl::string_view source, const YAML::Node &node, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(Where(source, node.Mark()), ": ", message));
 }
 
 // Splits "host:port" / "[v6]:port" into host (without brackets) and port text.
-bool SplitHostPort(absl::string_view address, absl::string_view *host,
-                   absl::string_view *port) {
+bool SplitHostPort(absl::string_view address, absl::string_view *host, absl::string_view *port) {
   if (!address.empty() && address[0] == '[') {
     const size_t close = address.find(']');
     if (close == absl::string_view::npos || close + 1 >= address.size() ||
@@ -45,8 +40,7 @@ bool SplitHostPort(absl::string_view address, absl::string_view *host,
     return true;
   }
   const size_t colon = address.rfind(':');
-  if (colon == absl::string_view::npos)
-    return false;
+  if (colon == absl::string_view::npos) return false;
   *host = address.substr(0, colon);
   *port = address.substr(colon + 1);
   // An unbracketed IPv6 literal ("::1:2222") is ambiguous.
@@ -56,25 +50,23 @@ bool SplitHostPort(absl::string_view address, absl::string_view *host,
 bool IsIpLiteral(absl::string_view host) {
   const std::string h(host);
   unsigned char buf[16];
-  return inet_pton(AF_INET, h.c_str(), buf) == 1 ||
-         inet_pton(AF_INET6, h.c_str(), buf) == 1;
+  return inet_pton(AF_INET, h.c_str(), buf) == 1 || inet_pton(AF_INET6, h.c_str(), buf) == 1;
 }
 
 std::vector<std::string> &MutableTasks(ClusterSpec *spec, TaskType type) {
   switch (type) {
-  case TaskType::kChief:
-    return spec->chief;
-  case TaskType::kWorker:
-    return spec->worker;
-  case TaskType::kPs:
-    break;
+    case TaskType::kChief:
+      return spec->chief;
+    case TaskType::kWorker:
+      return spec->worker;
+    case TaskType::kPs:
+      break;
   }
   return spec->ps;
 }
 
 // Parses the `cluster` mapping at `node`.
-absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node,
-                                             absl::string_view source) {
+absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node, absl::string_view source) {
   if (!node.IsMap()) {
     return Error(source, node,
                  "`cluster` must be a mapping of job name (chief, worker, ps) "
@@ -88,29 +80,23 @@ absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node,
     const std::string job = entry.first.as<std::string>();
     absl::StatusOr<TaskType> type = ParseTaskType(job);
     if (!type.ok()) {
-      return Error(
-          source, entry.first,
-          absl::StrCat("unknown job '", job,
-                       "' in `cluster` (chief, worker or ps; an ",
-                       "evaluator is not part of the training cluster)"));
+      return Error(source, entry.first,
+                   absl::StrCat("unknown job '", job, "' in `cluster` (chief, worker or ps; an ",
+                                "evaluator is not part of the training cluster)"));
     }
     const YAML::Node &list = entry.second;
     if (!list.IsSequence()) {
-      return Error(
-          source, list,
-          absl::StrCat("`cluster.", job, "` must be a list of host:port"));
+      return Error(source, list, absl::StrCat("`cluster.", job, "` must be a list of host:port"));
     }
     std::vector<std::string> &out = MutableTasks(&spec, *type);
     if (!out.empty()) {
-      return Error(source, entry.first,
-                   absl::StrCat("job '", job, "' appears twice"));
+      return Error(source, entry.first, absl::StrCat("job '", job, "' appears twice"));
     }
     for (size_t i = 0; i < list.size(); ++i) {
       const YAML::Node &item = list[i];
       const std::string task = absl::StrCat(job, " ", i);
       if (!item.IsScalar()) {
-        return Error(source, item,
-                     absl::StrCat(task, ": must be a host:port string"));
+        return Error(source, item, absl::StrCat(task, ": must be a host:port string"));
       }
       const std::string address = item.as<std::string>();
       if (absl::Status s = CheckHostPort(address); !s.ok()) {
@@ -118,31 +104,27 @@ absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node,
       }
       auto [it, inserted] = seen.emplace(address, task);
       if (!inserted) {
-        return Error(source, item,
-                     absl::StrCat(task, ": duplicate address '", address,
-                                  "' (also ", it->second, ")"));
+        return Error(
+            source, item,
+            absl::StrCat(task, ": duplicate address '", address, "' (also ", it->second, ")"));
       }
       out.push_back(address);
     }
   }
   if (spec.chief.size() > 1) {
-    return Error(
-        source, node,
-        absl::StrCat("`cluster.chief` has ", spec.chief.size(),
-                     " tasks; there is exactly one chief (the coordinator)"));
-  }
-  if (spec.ps.empty())
-    return Error(source, node, "`cluster` has no ps task (needs at least one)");
-  if (spec.worker.empty()) {
     return Error(source, node,
-                 "`cluster` has no worker task (needs at least one)");
+                 absl::StrCat("`cluster.chief` has ", spec.chief.size(),
+                              " tasks; there is exactly one chief (the coordinator)"));
+  }
+  if (spec.ps.empty()) return Error(source, node, "`cluster` has no ps task (needs at least one)");
+  if (spec.worker.empty()) {
+    return Error(source, node, "`cluster` has no worker task (needs at least one)");
   }
   return spec;
 }
 
 // Parses `text` into a mapping with a `cluster` key; returns the document.
-absl::StatusOr<YAML::Node> LoadMapping(absl::string_view text,
-                                       absl::string_view source,
+absl::StatusOr<YAML::Node> LoadMapping(absl::string_view text, absl::string_view source,
                                        absl::string_view what) {
   YAML::Node root;
   try {
@@ -155,35 +137,31 @@ absl::StatusOr<YAML::Node> LoadMapping(absl::string_view text,
     return absl::InvalidArgumentError(absl::StrCat(source, ": empty"));
   }
   if (!root.IsMap()) {
-    return Error(
-        source, root,
-        absl::StrCat("must be a ", what, " object with a `cluster` key"));
+    return Error(source, root, absl::StrCat("must be a ", what, " object with a `cluster` key"));
   }
   if (!root["cluster"]) {
-    return Error(source, root,
-                 "missing `cluster` (job name -> list of host:port)");
+    return Error(source, root, "missing `cluster` (job name -> list of host:port)");
   }
   return root;
 }
 
-} // namespace
+}  // namespace
 
 const char *TaskTypeName(TaskType type) {
   switch (type) {
-  case TaskType::kChief:
-    return "chief";
-  case TaskType::kWorker:
-    return "worker";
-  case TaskType::kPs:
-    return "ps";
+    case TaskType::kChief:
+      return "chief";
+    case TaskType::kWorker:
+      return "worker";
+    case TaskType::kPs:
+      return "ps";
   }
   return "?";
 }
 
 absl::StatusOr<TaskType> ParseTaskType(absl::string_view name) {
   for (TaskType t : kAllTypes) {
-    if (name == TaskTypeName(t))
-      return t;
+    if (name == TaskTypeName(t)) return t;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown task type '", name, "' (chief, worker or ps)"));
@@ -191,12 +169,12 @@ absl::StatusOr<TaskType> ParseTaskType(absl::string_view name) {
 
 const std::vector<std::string> &ClusterSpec::tasks(TaskType type) const {
   switch (type) {
-  case TaskType::kChief:
-    return chief;
-  case TaskType::kWorker:
-    return worker;
-  case TaskType::kPs:
-    break;
+    case TaskType::kChief:
+      return chief;
+    case TaskType::kWorker:
+      return worker;
+    case TaskType::kPs:
+      break;
   }
   return ps;
 }
@@ -205,21 +183,18 @@ absl::Status CheckHostPort(absl::string_view address, int min_port) {
   absl::string_view host, port_text;
   int port = -1;
   if (!SplitHostPort(address, &host, &port_text) || host.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", address,
-        "' is not host:port (e.g. 10.0.0.3:2222 or ps-0.ps:2222)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", address, "' is not host:port (e.g. 10.0.0.3:2222 or ps-0.ps:2222)"));
   }
   if (!absl::SimpleAtoi(port_text, &port) || port < min_port || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", address, "': port '", port_text,
-                     "' is out of range (", min_port, "-65535)"));
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "': port '", port_text,
+                                                   "' is out of range (", min_port, "-65535)"));
   }
   for (char c : host) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
-        c != '-' && c != '_' && c != ':' && c != '%') {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
+        c != ':' && c != '%') {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", address, "': host '", host,
-                       "' is not a DNS name or IP address"));
+          absl::StrCat("'", address, "': host '", host, "' is not a DNS name or IP address"));
     }
   }
   return absl::OkStatus();
@@ -227,22 +202,18 @@ absl::Status CheckHostPort(absl::string_view address, int min_port) {
 
 std::string ListenAddressFor(absl::string_view address) {
   absl::string_view host, port;
-  if (!SplitHostPort(address, &host, &port))
-    return std::string(address);
-  if (IsIpLiteral(host))
-    return std::string(address);
+  if (!SplitHostPort(address, &host, &port)) return std::string(address);
+  if (IsIpLiteral(host)) return std::string(address);
   return absl::StrCat("0.0.0.0:", port);
 }
 
-absl::StatusOr<ClusterConfig> MakeClusterConfig(ClusterSpec cluster,
-                                                TaskType type, int index,
+absl::StatusOr<ClusterConfig> MakeClusterConfig(ClusterSpec cluster, TaskType type, int index,
                                                 absl::string_view source) {
   const size_t n = cluster.tasks(type).size();
   if (index < 0 || static_cast<size_t>(index) >= n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": task ", TaskTypeName(type), " ", index,
-                     " is out of range: the cluster has ", n, " ",
-                     TaskTypeName(type), " task", n == 1 ? "" : "s"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": task ", TaskTypeName(type), " ", index, " is out of range: the cluster has ", n,
+        " ", TaskTypeName(type), " task", n == 1 ? "" : "s"));
   }
   ClusterConfig config;
   config.cluster = std::move(cluster);
@@ -251,31 +222,21 @@ absl::StatusOr<ClusterConfig> MakeClusterConfig(ClusterSpec cluster,
   return config;
 }
 
-absl::StatusOr<ClusterConfig> ParseTfConfig(absl::string_view text,
-                                            absl::string_view source) {
+absl::StatusOr<ClusterConfig> ParseTfConfig(absl::string_view text, absl::string_view source) {
   absl::StatusOr<YAML::Node> root = LoadMapping(text, source, "JSON");
-  if (!root.ok())
-    return root.status();
+  if (!root.ok()) return root.status();
   try {
-    absl::StatusOr<ClusterSpec> cluster =
-        ParseClusterNode((*root)["cluster"], source);
-    if (!cluster.ok())
-      return cluster.status();
+    absl::StatusOr<ClusterSpec> cluster = ParseClusterNode((*root)["cluster"], source);
+    if (!cluster.ok()) return cluster.status();
     const YAML::Node task = (*root)["task"];
-    if (!task)
-      return Error(source, *root,
-                   "missing `task` ({\"type\": ..., \"index\": ...})");
+    if (!task) return Error(source, *root, "missing `task` ({\"type\": ..., \"index\": ...})");
     if (!task.IsMap()) {
-      return Error(source, task,
-                   "`task` must be an object {\"type\": ..., \"index\": ...}");
+      return Error(source, task, "`task` must be an object {\"type\": ..., \"index\": ...}");
     }
-    if (!task["type"])
-      return Error(source, task, "missing `task.type` (chief, worker or ps)");
-    absl::StatusOr<TaskType> type =
-        ParseTaskType(task["type"].as<std::string>());
-    if (!type.ok())
-      return Error(source, task["type"], type.status().message());
-    int index = 0; // TF's default when `index` is absent.
+    if (!task["type"]) return Error(source, task, "missing `task.type` (chief, worker or ps)");
+    absl::StatusOr<TaskType> type = ParseTaskType(task["type"].as<std::string>());
+    if (!type.ok()) return Error(source, task["type"], type.status().message());
+    int index = 0;  // TF's default when `index` is absent.
     if (task["index"]) {
       if (!YAML::convert<int>::decode(task["index"], index)) {
         return Error(source, task["index"], "`task.index` must be an integer");
@@ -283,31 +244,26 @@ absl::StatusOr<ClusterConfig> ParseTfConfig(absl::string_view text,
     }
     return MakeClusterConfig(*std::move(cluster), *type, index, source);
   } catch (const YAML::Exception &e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(source, e.mark), ": ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(Where(source, e.mark), ": ", e.msg));
   }
 }
 
-absl::StatusOr<ClusterSpec> ParseClusterFile(absl::string_view text,
-                                             absl::string_view source) {
+absl::StatusOr<ClusterSpec> ParseClusterFile(absl::string_view text, absl::string_view source) {
   absl::StatusOr<YAML::Node> root = LoadMapping(text, source, "YAML");
-  if (!root.ok())
-    return root.status();
+  if (!root.ok()) return root.status();
   try {
     return ParseClusterNode((*root)["cluster"], source);
   } catch (const YAML::Exception &e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(source, e.mark), ": ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(Where(source, e.mark), ": ", e.msg));
   }
 }
 
 absl::StatusOr<ClusterSpec> LoadClusterFile(const std::string &path) {
   std::ifstream in(path);
-  if (!in)
-    return absl::NotFoundError(absl::StrCat("cannot read cluster file ", path));
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read cluster file ", path));
   std::stringstream text;
   text << in.rdbuf();
   return ParseClusterFile(text.str(), path);
 }
 
-} // namespace pscluster
+}  // namespace pscluster

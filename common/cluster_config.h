@@ -47,9 +47,7 @@ struct ClusterConfig {
   int task_index = 0;
 
   // This task's "host:port" in `cluster`.
-  const std::string &task_address() const {
-    return cluster.tasks(task_type)[task_index];
-  }
+  const std::string &task_address() const { return cluster.tasks(task_type)[task_index]; }
 };
 
 // Parses TF_CONFIG's JSON text. `source` names it in errors ("TF_CONFIG").
@@ -57,15 +55,14 @@ struct ClusterConfig {
 // missing or malformed `cluster` or `task`, an unknown job or task type, an
 // index out of range, a bad or duplicate address, no worker or no ps, or a
 // chief task when the cluster has no chief.
-absl::StatusOr<ClusterConfig>
-ParseTfConfig(absl::string_view text, absl::string_view source = "TF_CONFIG");
+absl::StatusOr<ClusterConfig> ParseTfConfig(absl::string_view text,
+                                            absl::string_view source = "TF_CONFIG");
 
 // Parses a cluster file's text (YAML or JSON): a mapping with a `cluster:`
 // key (a `task:` key, if present, is ignored: the task comes from flags).
 // INVALID_ARGUMENT as for ParseTfConfig, with `source` (the file name) and
 // line:column.
-absl::StatusOr<ClusterSpec> ParseClusterFile(absl::string_view text,
-                                             absl::string_view source);
+absl::StatusOr<ClusterSpec> ParseClusterFile(absl::string_view text, absl::string_view source);
 
 // Reads and parses the cluster file at `path`; NOT_FOUND if it cannot be read.
 absl::StatusOr<ClusterSpec> LoadClusterFile(const std::string &path);
@@ -73,8 +70,7 @@ absl::StatusOr<ClusterSpec> LoadClusterFile(const std::string &path);
 // `cluster` plus the task (`type`, `index`). INVALID_ARGUMENT when the
 // cluster has no such task (e.g. "task ps 2 is out of range: the cluster has
 // 2 ps tasks").
-absl::StatusOr<ClusterConfig> MakeClusterConfig(ClusterSpec cluster,
-                                                TaskType type, int index,
+absl::StatusOr<ClusterConfig> MakeClusterConfig(ClusterSpec cluster, TaskType type, int index,
                                                 absl::string_view source);
 
 // OK when `address` is host:port ("[v6]:port" for IPv6) with a port in
@@ -87,6 +83,6 @@ absl::Status CheckHostPort(absl::string_view address, int min_port = 1);
 // interface, since the name may not resolve to this host's IP locally).
 std::string ListenAddressFor(absl::string_view address);
 
-} // namespace pscluster
+}  // namespace pscluster
 
-#endif // PSCLUSTER_COMMON_CLUSTER_CONFIG_H_
+#endif  // PSCLUSTER_COMMON_CLUSTER_CONFIG_H_

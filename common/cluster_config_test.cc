@@ -19,22 +19,19 @@ std::string TfConfig(const std::string &task) {
 }
 
 TEST(ParseTfConfigTest, ParsesClusterAndTask) {
-  auto config =
-      ParseTfConfig(TfConfig(R"("task": {"type": "ps", "index": 1})"));
+  auto config = ParseTfConfig(TfConfig(R"("task": {"type": "ps", "index": 1})"));
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"coord:2222"});
-  EXPECT_EQ(config->cluster.worker,
-            (std::vector<std::string>{"10.0.0.1:2222", "w1.svc:2222"}));
-  EXPECT_EQ(config->cluster.ps,
-            (std::vector<std::string>{"10.0.0.3:2222", "[::1]:2223"}));
+  EXPECT_EQ(config->cluster.worker, (std::vector<std::string>{"10.0.0.1:2222", "w1.svc:2222"}));
+  EXPECT_EQ(config->cluster.ps, (std::vector<std::string>{"10.0.0.3:2222", "[::1]:2223"}));
   EXPECT_EQ(config->task_type, TaskType::kPs);
   EXPECT_EQ(config->task_index, 1);
   EXPECT_EQ(config->task_address(), "[::1]:2223");
 }
 
 TEST(ParseTfConfigTest, IndexDefaultsToZeroAndExtraKeysAreIgnored) {
-  auto config = ParseTfConfig(TfConfig(
-      R"("task": {"type": "chief"}, "rpc_layer": "grpc", "environment": "x")"));
+  auto config = ParseTfConfig(
+      TfConfig(R"("task": {"type": "chief"}, "rpc_layer": "grpc", "environment": "x")"));
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->task_type, TaskType::kChief);
   EXPECT_EQ(config->task_address(), "coord:2222");
@@ -50,7 +47,7 @@ TEST(ParseTfConfigTest, ChiefIsOptionalForWorkersAndPs) {
 struct BadCase {
   const char *name;
   std::string text;
-  const char *message; // a substring of the error
+  const char *message;  // a substring of the error
 };
 
 class BadTfConfigTest : public ::testing::TestWithParam<BadCase> {};
@@ -60,8 +57,7 @@ TEST_P(BadTfConfigTest, NamesTheProblem) {
   ASSERT_FALSE(config.ok()) << GetParam().name;
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("TF_CONFIG"));
-  EXPECT_THAT(std::string(config.status().message()),
-              HasSubstr(GetParam().message))
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr(GetParam().message))
       << GetParam().name;
 }
 
@@ -69,119 +65,88 @@ INSTANTIATE_TEST_SUITE_P(
     Table, BadTfConfigTest,
     ::testing::Values(
         BadCase{"truncated", R"({"cluster": {"ps": ["a:1"])", "TF_CONFIG:1:"},
-        BadCase{"truncated_says_malformed", R"({"cluster": {"ps": ["a:1"])",
-                "malformed JSON"},
-        BadCase{"empty", "", "empty"},
-        BadCase{"not_an_object", "[1, 2]", "must be a JSON object"},
-        BadCase{"no_cluster", R"({"task": {"type": "ps", "index": 0}})",
-                "missing `cluster`"},
-        BadCase{"cluster_not_map",
-                R"({"cluster": [1], "task": {"type": "ps"}})",
+        BadCase{"truncated_says_malformed", R"({"cluster": {"ps": ["a:1"])", "malformed JSON"},
+        BadCase{"empty", "", "empty"}, BadCase{"not_an_object", "[1, 2]", "must be a JSON object"},
+        BadCase{"no_cluster", R"({"task": {"type": "ps", "index": 0}})", "missing `cluster`"},
+        BadCase{"cluster_not_map", R"({"cluster": [1], "task": {"type": "ps"}})",
                 "`cluster` must be a mapping"},
         BadCase{"no_task", "{" + std::string(kCluster) + "}", "missing `task`"},
-        BadCase{"no_task_type", TfConfig(R"("task": {"index": 0})"),
-                "missing `task.type`"},
-        BadCase{"unknown_task_type",
-                TfConfig(R"("task": {"type": "evaluator", "index": 0})"),
+        BadCase{"no_task_type", TfConfig(R"("task": {"index": 0})"), "missing `task.type`"},
+        BadCase{"unknown_task_type", TfConfig(R"("task": {"type": "evaluator", "index": 0})"),
                 "unknown task type 'evaluator'"},
-        BadCase{"bad_index",
-                TfConfig(R"("task": {"type": "ps", "index": "one"})"),
+        BadCase{"bad_index", TfConfig(R"("task": {"type": "ps", "index": "one"})"),
                 "`task.index` must be an integer"},
-        BadCase{"index_out_of_range",
-                TfConfig(R"("task": {"type": "ps", "index": 2})"),
+        BadCase{"index_out_of_range", TfConfig(R"("task": {"type": "ps", "index": 2})"),
                 "task ps 2 is out of range: the cluster has 2 ps tasks"},
-        BadCase{"negative_index",
-                TfConfig(R"("task": {"type": "worker", "index": -1})"),
+        BadCase{"negative_index", TfConfig(R"("task": {"type": "worker", "index": -1})"),
                 "task worker -1 is out of range"},
-        BadCase{
-            "chief_task_without_chief",
-            R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "chief"}})",
-            "task chief 0 is out of range: the cluster has 0 chief tasks"},
-        BadCase{
-            "unknown_job",
-            R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "evaluator": ["c:3"]},)"
-            R"( "task": {"type": "ps"}})",
-            "TF_CONFIG:1:48: unknown job 'evaluator'"},
-        BadCase{
-            "not_a_list",
-            R"({"cluster": {"worker": "a:1", "ps": ["b:2"]}, "task": {"type": "ps"}})",
-            "`cluster.worker` must be a list of host:port"},
-        BadCase{
-            "no_port",
-            R"({"cluster": {"worker": ["a"], "ps": ["b:2"]}, "task": {"type": "ps"}})",
-            "worker 0: 'a' is not host:port"},
-        BadCase{
-            "empty_host",
-            R"({"cluster": {"worker": [":1"], "ps": ["b:2"]}, "task": {"type": "ps"}})",
-            "is not host:port"},
-        BadCase{
-            "port_too_big",
-            R"({"cluster": {"worker": ["a:1"], "ps": ["b:65536"]}, "task": {"type": "ps"}})",
-            "ps 0: 'b:65536': port '65536' is out of range (1-65535)"},
-        BadCase{
-            "port_zero",
-            R"({"cluster": {"worker": ["a:0"], "ps": ["b:1"]}, "task": {"type": "ps"}})",
-            "port '0' is out of range"},
-        BadCase{
-            "port_not_number",
-            R"({"cluster": {"worker": ["a:http"], "ps": ["b:1"]}, "task": {"type": "ps"}})",
-            "port 'http' is out of range"},
-        BadCase{
-            "bad_host",
-            R"({"cluster": {"worker": ["a b:1"], "ps": ["b:1"]}, "task": {"type": "ps"}})",
-            "host 'a b' is not a DNS name or IP address"},
-        BadCase{
-            "duplicate",
-            R"({"cluster": {"worker": ["a:1"], "ps": ["b:2", "a:1"]}, "task": {"type": "ps"}})",
-            "ps 1: duplicate address 'a:1' (also worker 0)"},
-        BadCase{
-            "two_chiefs",
-            R"({"cluster": {"chief": ["c:1", "d:1"], "worker": ["a:1"], "ps": ["b:2"]},)"
-            R"( "task": {"type": "ps"}})",
-            "exactly one chief"},
-        BadCase{
-            "no_ps",
-            R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}})",
-            "`cluster` has no ps task"},
-        BadCase{
-            "empty_ps",
-            R"({"cluster": {"worker": ["a:1"], "ps": []}, "task": {"type": "worker"}})",
-            "`cluster` has no ps task"},
-        BadCase{"no_worker",
-                R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps"}})",
+        BadCase{"chief_task_without_chief",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "chief"}})",
+                "task chief 0 is out of range: the cluster has 0 chief tasks"},
+        BadCase{"unknown_job",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "evaluator": ["c:3"]},)"
+                R"( "task": {"type": "ps"}})",
+                "TF_CONFIG:1:48: unknown job 'evaluator'"},
+        BadCase{"not_a_list",
+                R"({"cluster": {"worker": "a:1", "ps": ["b:2"]}, "task": {"type": "ps"}})",
+                "`cluster.worker` must be a list of host:port"},
+        BadCase{"no_port",
+                R"({"cluster": {"worker": ["a"], "ps": ["b:2"]}, "task": {"type": "ps"}})",
+                "worker 0: 'a' is not host:port"},
+        BadCase{"empty_host",
+                R"({"cluster": {"worker": [":1"], "ps": ["b:2"]}, "task": {"type": "ps"}})",
+                "is not host:port"},
+        BadCase{"port_too_big",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:65536"]}, "task": {"type": "ps"}})",
+                "ps 0: 'b:65536': port '65536' is out of range (1-65535)"},
+        BadCase{"port_zero",
+                R"({"cluster": {"worker": ["a:0"], "ps": ["b:1"]}, "task": {"type": "ps"}})",
+                "port '0' is out of range"},
+        BadCase{"port_not_number",
+                R"({"cluster": {"worker": ["a:http"], "ps": ["b:1"]}, "task": {"type": "ps"}})",
+                "port 'http' is out of range"},
+        BadCase{"bad_host",
+                R"({"cluster": {"worker": ["a b:1"], "ps": ["b:1"]}, "task": {"type": "ps"}})",
+                "host 'a b' is not a DNS name or IP address"},
+        BadCase{"duplicate",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2", "a:1"]}, "task": {"type": "ps"}})",
+                "ps 1: duplicate address 'a:1' (also worker 0)"},
+        BadCase{"two_chiefs",
+                R"({"cluster": {"chief": ["c:1", "d:1"], "worker": ["a:1"], "ps": ["b:2"]},)"
+                R"( "task": {"type": "ps"}})",
+                "exactly one chief"},
+        BadCase{"no_ps", R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}})",
+                "`cluster` has no ps task"},
+        BadCase{"empty_ps",
+                R"({"cluster": {"worker": ["a:1"], "ps": []}, "task": {"type": "worker"}})",
+                "`cluster` has no ps task"},
+        BadCase{"no_worker", R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps"}})",
                 "`cluster` has no worker task"}),
-    [](const ::testing::TestParamInfo<BadCase> &info) {
-      return std::string(info.param.name);
-    });
+    [](const ::testing::TestParamInfo<BadCase> &info) { return std::string(info.param.name); });
 
 TEST(ParseClusterFileTest, ParsesYaml) {
-  auto spec =
-      ParseClusterFile("# a comment\ncluster:\n  chief: [coordinator:2222]\n  "
-                       "worker:\n    - worker-0.w:2222\n"
-                       "  ps:\n    - ps-0.ps:2222\n    - ps-1.ps:2222\n",
-                       "cluster.yaml");
+  auto spec = ParseClusterFile(
+      "# a comment\ncluster:\n  chief: [coordinator:2222]\n  "
+      "worker:\n    - worker-0.w:2222\n"
+      "  ps:\n    - ps-0.ps:2222\n    - ps-1.ps:2222\n",
+      "cluster.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->chief, std::vector<std::string>{"coordinator:2222"});
   EXPECT_EQ(spec->worker, std::vector<std::string>{"worker-0.w:2222"});
-  EXPECT_EQ(spec->ps,
-            (std::vector<std::string>{"ps-0.ps:2222", "ps-1.ps:2222"}));
+  EXPECT_EQ(spec->ps, (std::vector<std::string>{"ps-0.ps:2222", "ps-1.ps:2222"}));
 }
 
 TEST(ParseClusterFileTest, ErrorsNameFileLineAndColumn) {
-  auto spec = ParseClusterFile("cluster:\n  worker: [a:1]\n  ps: [b:99999]\n",
-                               "c.yaml");
+  auto spec = ParseClusterFile("cluster:\n  worker: [a:1]\n  ps: [b:99999]\n", "c.yaml");
   ASSERT_FALSE(spec.ok());
-  EXPECT_THAT(std::string(spec.status().message()),
-              HasSubstr("c.yaml:3:8: ps 0: 'b:99999'"));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("c.yaml:3:8: ps 0: 'b:99999'"));
   spec = ParseClusterFile("cluster:\n  worker: [a:1\n", "c.yaml");
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("c.yaml:"));
-  EXPECT_THAT(std::string(spec.status().message()),
-              HasSubstr("malformed YAML"));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("malformed YAML"));
   spec = ParseClusterFile("workers: [a:1]\n", "c.yaml");
   ASSERT_FALSE(spec.ok());
-  EXPECT_THAT(std::string(spec.status().message()),
-              HasSubstr("c.yaml:1:1: missing `cluster`"));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("c.yaml:1:1: missing `cluster`"));
 }
 
 TEST(LoadClusterFileTest, ExampleIsValid) {
@@ -196,8 +161,7 @@ TEST(LoadClusterFileTest, ExampleIsValid) {
 TEST(LoadClusterFileTest, MissingFileIsNotFound) {
   auto spec = LoadClusterFile("/nonexistent/cluster.yaml");
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(spec.status().message()),
-              HasSubstr("/nonexistent/cluster.yaml"));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("/nonexistent/cluster.yaml"));
 }
 
 TEST(ListenAddressForTest, IpLiteralsAreBoundAsIsNamesOnEveryInterface) {
@@ -210,7 +174,7 @@ TEST(ListenAddressForTest, IpLiteralsAreBoundAsIsNamesOnEveryInterface) {
 TEST(CheckHostPortTest, MinPort) {
   EXPECT_TRUE(CheckHostPort("127.0.0.1:0", 0).ok());
   EXPECT_FALSE(CheckHostPort("127.0.0.1:0").ok());
-  EXPECT_FALSE(CheckHostPort("::1:2222").ok()); // IPv6 needs brackets
+  EXPECT_FALSE(CheckHostPort("::1:2222").ok());  // IPv6 needs brackets
 }
 
 TEST(ParseTaskTypeTest, RoundTrips) {
@@ -223,5 +187,5 @@ TEST(ParseTaskTypeTest, RoundTrips) {
               HasSubstr("unknown task type 'master' (chief, worker or ps)"));
 }
 
-} // namespace
-} // namespace pscluster
+}  // namespace
+}  // namespace pscluster

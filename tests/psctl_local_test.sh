@@ -327,6 +327,24 @@ test_bad_input() {
   write_job "$TMP/nodata/job.yaml" 1 6000
   sed -i "s|t10k-labels-idx1-ubyte.gz|no-such-labels.gz|" "$TMP/nodata/job.yaml"
   expect_bad_input "$TMP/nodata/job.yaml" "^data file not found: $DATA/no-such-labels.gz\$"
+
+  # A data file that exists but is not an idx file (a gzipped text): the
+  # workers find it before training; the job FAILS as invalid input, exit 2.
+  mkdir -p "$TMP/corrupt"
+  echo "these are not Fashion-MNIST labels" | gzip > "$TMP/corrupt/labels.gz"
+  write_job "$TMP/corrupt/job.yaml" 1 6000
+  sed -i "s|$DATA/t10k-labels-idx1-ubyte.gz|$TMP/corrupt/labels.gz|" "$TMP/corrupt/job.yaml"
+  local rc=0
+  timeout 120 "$PSCTL" local "$TMP/corrupt/job.yaml" --output json "${BIN_FLAGS[@]}" \
+    > "$TMP/corrupt.json" 2> "$TMP/corrupt.err" || rc=$?
+  ((rc == 2)) || { cat "$TMP/corrupt.err" >&2; fail "corrupt data: expected exit 2, got $rc"; }
+  python3 - "$TMP/corrupt.json" <<'PY' || { cat "$TMP/corrupt.err" >&2; fail "corrupt data result"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["state"] == "FAILED" and r["invalid_input"] is True and r["steps"] == 0, r
+assert "labels.gz" in r["error"], r["error"]
+print("OK: corrupt data file: exit 2:", r["error"][:160])
+PY
 }
 
 case "$case_name" in

@@ -27,10 +27,9 @@ namespace pscluster {
 // Thread-safe if `health` is; blocks the calling thread.
 absl::Status WaitForCluster(HealthChecker &health, int num_ps, int num_workers,
                             const std::vector<std::string> &ps_addresses,
-                            const std::vector<std::string> &worker_addresses,
-                            absl::Time deadline, absl::Duration poll,
-                            const std::function<bool()> &cancelled = nullptr);
+                            const std::vector<std::string> &worker_addresses, absl::Time deadline,
+                            absl::Duration poll, const std::function<bool()> &cancelled = nullptr);
 
-} // namespace pscluster
+}  // namespace pscluster
 
-#endif // PSCLUSTER_COORDINATOR_CORE_CLUSTER_HEALTH_H_
+#endif  // PSCLUSTER_COORDINATOR_CORE_CLUSTER_HEALTH_H_

@@ -38,7 +38,8 @@ absl::Status AdmitJob(const JobSpec& spec, int num_ps, int64_t ps_memory_limit_b
       if (elements > kMaxShardElements) {
         return absl::InvalidArgumentError(absl::StrCat(
             "variable '", v.name(), "' has ", elements, " elements, more than the ",
-            kMaxShardElements, " one PS accepts in one variable or shard; split it with "
+            kMaxShardElements,
+            " one PS accepts in one variable or shard; split it with "
             "variable_partitioner (e.g. {type: max_size, max_shard_bytes: 268435456})"));
       }
     }

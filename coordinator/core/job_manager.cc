@@ -58,9 +58,8 @@ void JobManager::SchedulerLoop() {
     std::string id;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty();
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;
       id = queue_.front();
@@ -154,9 +153,9 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
   ASSIGN_OR_RETURN(JobSpec spec,
                    ParseJobSpec(spec_yaml, spec_path.empty() ? "job.yaml" : spec_path));
   if (spec.strategy != Strategy::kParameterServer) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a coordinator runs strategy: parameter_server jobs; strategy: ", StrategyName(spec.strategy),
-        " runs in one process with `psctl local`"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a coordinator runs strategy: parameter_server jobs; strategy: ",
+                     StrategyName(spec.strategy), " runs in one process with `psctl local`"));
   }
   RETURN_IF_ERROR(AdmitJob(spec, static_cast<int>(ps_.size()), options_.ps_memory_limit_bytes));
   absl::MutexLock lock(&mu_);
@@ -170,7 +169,8 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
     r.mutable_started()->set_job_id(id);
     r.mutable_started()->set_spec_yaml(spec_yaml);
     r.mutable_started()->set_spec_path(spec_path);
-    r.mutable_started()->set_submitted_unix_s(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+    r.mutable_started()->set_submitted_unix_s(
+        absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
     RETURN_IF_ERROR(registry_->Append(r));
   }
   SubmitJobResponse response;

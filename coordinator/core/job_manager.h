@@ -69,11 +69,9 @@ class JobManager {
   // NOT_FOUND for an unknown job, FAILED_PRECONDITION for one that ended.
   absl::Status Cancel(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown job; see JobRunner::Describe.
-  absl::StatusOr<DescribeJobResponse> Describe(const std::string& job_id)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<DescribeJobResponse> Describe(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // The job's event log; NOT_FOUND for an unknown job.
-  absl::StatusOr<std::vector<JobEvent>> Events(const std::string& job_id)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::vector<JobEvent>> Events(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Every job, in submission order.
   std::vector<JobStatusProto> List() ABSL_LOCKS_EXCLUDED(mu_);
   // Jobs waiting in the queue (not counting the running one).
@@ -94,8 +92,7 @@ class JobManager {
   JobStatusProto StatusLocked(const std::string& job_id, JobRunner* runner)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the job's end in the registry (logged on failure).
-  void RecordEnd(const std::string& job_id, const JobStatusProto& status)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void RecordEnd(const std::string& job_id, const JobStatusProto& status) ABSL_LOCKS_EXCLUDED(mu_);
   std::string CheckpointDirFor(const std::string& id, const JobSpec& spec) const;
 
   const std::vector<PsClient*> ps_;

@@ -23,10 +23,12 @@ using ::testing::HasSubstr;
 
 std::string Job(const std::string& name, int units) {
   return absl::StrCat(R"(
-name: )", name, R"(
+name: )",
+                      name, R"(
 model:
   inputs: {dense: 4}
-  layers: [{dense: {units: )", units, R"(}}]
+  layers: [{dense: {units: )",
+                      units, R"(}}]
 optimizer: {type: sgd}
 data:
   train: {images: a, labels: b}

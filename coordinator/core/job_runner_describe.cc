@@ -40,6 +40,7 @@ absl::StatusOr<DescribeJobResponse> JobRunner::Describe() const {
     load->set_address(p < options_.ps_addresses.size() ? options_.ps_addresses[p] : "in-process");
     load->set_applied_steps(stats.applied_steps());
     load->set_duplicate_steps(stats.duplicate_steps());
+    load->set_held_keys(stats.held_keys());
     for (const VariableStats& v : stats.variables()) {
       load->set_parameter_bytes(load->parameter_bytes() + v.parameter_bytes());
       load->set_slot_bytes(load->slot_bytes() + v.slot_bytes());

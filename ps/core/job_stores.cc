@@ -22,16 +22,17 @@ int64_t HeldBytes(const StatsResponse& stats) {
 
 JobStores::JobStores(VariableStore::Options store_options)
     : store_options_(std::move(store_options)),
-      incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1,
-                                           std::numeric_limits<uint64_t>::max())) {}
+      incarnation_(
+          absl::Uniform<uint64_t>(absl::BitGen(), 1, std::numeric_limits<uint64_t>::max())) {}
 
 absl::StatusOr<std::shared_ptr<VariableStore>> JobStores::Find(const std::string& job) {
   absl::ReaderMutexLock lock(&mu_);
   auto it = stores_.find(job);
   if (it == stores_.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "job '", job, "' holds nothing on this PS (it never created variables here, has ended, "
-                      "or this PS restarted)"));
+    return absl::NotFoundError(
+        absl::StrCat("job '", job,
+                     "' holds nothing on this PS (it never created variables here, has ended, "
+                     "or this PS restarted)"));
   }
   return it->second;
 }

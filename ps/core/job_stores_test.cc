@@ -33,8 +33,8 @@ CreateVariablesRequest OneVariable(const std::string& job, int64_t size, float i
 
 // Pushes gradient 1 to "w" of `job` under key (closure, step); returns
 // whether it was a duplicate.
-absl::StatusOr<bool> Push(JobStores& stores, const std::string& job, int64_t size,
-                          int64_t closure, int64_t step) {
+absl::StatusOr<bool> Push(JobStores& stores, const std::string& job, int64_t size, int64_t closure,
+                          int64_t step) {
   PushRequest req;
   req.set_job(job);
   NamedTensor* g = req.add_gradients();

@@ -1,0 +1,203 @@
+#include "client/psctl_cli.h"
+
+#include <climits>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "client/exit_codes.h"
+#include "client/psctl_version.h"
+
+namespace pscluster {
+namespace {
+
+constexpr char kDescription[] =
+    "psctl: the pscluster command line. Runs a training job on a local cluster of child\n"
+    "processes (local), or talks to a running coordinator (submit, status, watch, cancel,\n"
+    "list, describe, logs), or checks a checkpoint directory (checkpoint verify).";
+
+constexpr char kEnvironmentHelp[] =
+    "Environment:\n"
+    "  PSCTL_COORDINATOR  default of --coordinator (HOST:PORT)\n";
+
+std::string Footer() { return std::string(kEnvironmentHelp) + "\n" + kExitCodesHelp; }
+
+// -o/--output on a command that prints results.
+void AddOutput(CLI::App* sub, PsctlCommandLine* cl) {
+  sub->add_option("-o,--output", cl->output,
+                  "table (alias text: progress, tables, summaries), json or yaml (one object on "
+                  "stdout)")
+      ->transform(CLI::CheckedTransformer(OutputFormatNames()).description(""))
+      ->type_name("table|json|yaml");
+}
+
+// --coordinator on a command that talks to a running coordinator.
+void AddCoordinator(CLI::App* sub, PsctlCommandLine* cl, const std::string& dflt) {
+  std::string help = "the coordinator's HOST:PORT (default: $PSCTL_COORDINATOR";
+  help += dflt.empty() ? ", unset)" : ", " + dflt + ")";
+  sub->add_option("--coordinator", cl->coordinator, help)->type_name("HOST:PORT");
+}
+
+CLI::App* AddCommand(CLI::App* app, const std::string& name, const std::string& help) {
+  CLI::App* sub = app->add_subcommand(name, help);
+  sub->footer(Footer());
+  return sub;
+}
+
+void AddLocal(CLI::App* app, PsctlCommandLine* cl) {
+  CLI::App* sub = AddCommand(
+      app, "local",
+      "Run JOB.yaml on a cluster of child processes on 127.0.0.1 (N ps_server, M worker_server, "
+      "1 coordinator), show progress, print the result and stop every child");
+  LocalRunOptions& o = cl->local;
+  sub->add_option("JOB.yaml", cl->argument, "the job spec")->required();
+  sub->add_option("--ps", o.num_ps, "number of ps_server processes")
+      ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
+  sub->add_option("--workers", o.num_workers, "number of worker_server processes")
+      ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
+  AddOutput(sub, cl);
+  sub->add_option("--run_dir", o.run_dir,
+                  "directory for logs and port files (default: a fresh /tmp/psctl-XXXXXX, "
+                  "removed when the job succeeds unless --keep_run_dir; kept when it fails)")
+      ->type_name("DIR");
+  sub->add_flag("--keep_run_dir", o.keep_run_dir, "keep the temporary run directory");
+  sub->add_flag("--describe", o.describe,
+                "at the end, print each variable's layout over the PS tasks and the bytes each "
+                "PS holds");
+  sub->add_flag_function(
+      "--no_restart,--no-restart", [&o](std::int64_t count) { o.restart = count <= 0; },
+      "do not restart a server that dies during the job; by default psctl restarts it at the "
+      "same address, as Kubernetes would");
+  sub->add_option("--timeout_s", o.timeout_s,
+                  "cancel the job after this many seconds (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("SECONDS");
+  sub->add_option("--ps_server_bin", o.ps_server_bin, "ps_server binary (default: next to psctl)")
+      ->type_name("PATH");
+  sub->add_option("--worker_server_bin", o.worker_server_bin,
+                  "worker_server binary (default: next to psctl)")
+      ->type_name("PATH");
+  sub->add_option("--coordinator_bin", o.coordinator_bin,
+                  "coordinator binary (default: next to psctl)")
+      ->type_name("PATH");
+}
+
+void AddRemote(CLI::App* app, PsctlCommandLine* cl, const std::string& coordinator_default) {
+  CLI::App* submit = AddCommand(
+      app, "submit",
+      "Validate JOB.yaml and submit it to the coordinator; prints the job id (-o json|yaml: "
+      "job_id and queue_position)");
+  submit->add_option("JOB.yaml", cl->argument, "the job spec")->required();
+
+  CLI::App* status = AddCommand(
+      app, "status",
+      "Print a job's status, or every job (as `list`) without JOB_ID; exits 0 whatever the "
+      "job's state");
+  status->add_option("JOB_ID", cl->argument, "the job (default: all jobs)");
+
+  CLI::App* watch =
+      AddCommand(app, "watch",
+                 "Follow a job's progress until it ends; exits 1 if it ended FAILED or CANCELLED");
+  watch->add_option("JOB_ID", cl->argument, "the job")->required();
+
+  CLI::App* cancel = AddCommand(app, "cancel", "Cancel a queued or running job");
+  cancel->add_option("JOB_ID", cl->argument, "the job")->required();
+
+  CLI::App* list = AddCommand(app, "list", "List the coordinator's jobs, queued ones included");
+
+  CLI::App* describe =
+      AddCommand(app, "describe",
+                 "Print a job's variable layout over the PS tasks and the bytes each PS holds");
+  describe->add_option("JOB_ID", cl->argument, "the job")->required();
+
+  CLI::App* logs = AddCommand(
+      app, "logs",
+      "Print a job's event log: lifecycle, retries, worker and PS failures and recoveries, "
+      "checkpoints, why it failed");
+  logs->add_option("JOB_ID", cl->argument, "the job")->required();
+
+  for (CLI::App* sub : {submit, status, watch, cancel, list, describe, logs}) {
+    AddCoordinator(sub, cl, coordinator_default);
+    if (sub != cancel) AddOutput(sub, cl);
+  }
+}
+
+void AddCheckpoint(CLI::App* app, PsctlCommandLine* cl) {
+  CLI::App* checkpoint = AddCommand(app, "checkpoint", "Inspect checkpoint directories");
+  checkpoint->require_subcommand(1);
+  CLI::App* verify = AddCommand(
+      checkpoint, "verify",
+      "List DIR's checkpoints and restore the newest good one into in-process PS stores; exits "
+      "1 if none restores");
+  verify->add_option("DIR", cl->argument, "the job's checkpoint.dir")->required();
+  verify
+      ->add_option("--ps", cl->verify_ps,
+                   "PS to restore into (default: as many as saved the checkpoint)")
+      ->check(CLI::Range(1, INT_MAX));
+  AddOutput(verify, cl);
+}
+
+}  // namespace
+
+std::unique_ptr<CLI::App> BuildPsctlApp(PsctlCommandLine* cl,
+                                        const std::string& coordinator_default) {
+  cl->coordinator = coordinator_default;
+  auto app = std::make_unique<CLI::App>(kDescription, "psctl");
+  app->footer(Footer());
+  app->set_version_flag("--version", std::string("psctl ") + kPsctlVersion);
+  app->require_subcommand(1);
+  // Global flags may also follow the subcommand (`psctl local X --log_level debug`).
+  app->fallthrough();
+  app->add_option("--log_level", cl->log_level,
+                  "psctl's log level, also passed to the coordinator and workers `local` "
+                  "starts if they accept it: trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->type_name("LEVEL");
+  AddLocal(app.get(), cl);
+  AddRemote(app.get(), cl, coordinator_default);
+  AddCheckpoint(app.get(), cl);
+  return app;
+}
+
+std::optional<int> ParsePsctlCommandLine(int argc, const char* const* argv,
+                                         const std::string& coordinator_default,
+                                         PsctlCommandLine* cl) {
+  std::unique_ptr<CLI::App> app = BuildPsctlApp(cl, coordinator_default);
+  // CLI11 would call an unknown command an unexpected argument, or say that a
+  // subcommand is required; name it instead.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--log_level") {
+      ++i;  // its value
+      continue;
+    }
+    if (!arg.empty() && arg[0] == '-') continue;
+    const bool known =
+        !app->get_subcommands([&arg](const CLI::App* sub) { return sub->check_name(arg); }).empty();
+    if (!known) {
+      std::fprintf(stderr, "psctl: unknown command '%s'\nRun with --help for more information.\n",
+                   arg.c_str());
+      return kExitUsage;
+    }
+    break;
+  }
+  try {
+    app->parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help and version print on stdout and are a success; anything else is
+    // a usage error, whatever CLI11's own exit code for it.
+    return app->exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  for (const CLI::App* sub = app.get(); !sub->get_subcommands().empty();) {
+    sub = sub->get_subcommands().front();
+    cl->command += (cl->command.empty() ? "" : " ") + sub->get_name();
+  }
+  cl->local.spec_path = cl->argument;
+  cl->local.output = cl->output;
+  cl->local.log_level = cl->log_level;
+  return std::nullopt;
+}
+
+}  // namespace pscluster
