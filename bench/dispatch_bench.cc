@@ -105,15 +105,18 @@ class StampingClient final : public WorkerClient {
   absl::Status SetupJob(const SetupJobRequest& r, SetupJobResponse* out) override {
     return inner_->SetupJob(r, out);
   }
-  absl::Status RunClosure(const RunClosureRequest& r, RunClosureResponse* out) override {
+  absl::Status RunClosure(const RunClosureRequest& r, absl::Duration timeout,
+                          RunClosureResponse* out) override {
     (*sent_)[r.closure_id()] = absl::GetCurrentTimeNanos();
-    return inner_->RunClosure(r, out);
+    return inner_->RunClosure(r, timeout, out);
   }
-  absl::Status RunClosures(const RunClosuresRequest& r, RunClosuresResponse* out) override {
+  absl::Status RunClosures(const RunClosuresRequest& r, absl::Duration timeout,
+                           RunClosuresResponse* out) override {
     const int64_t now = absl::GetCurrentTimeNanos();
     for (const RunClosureRequest& c : r.closures()) (*sent_)[c.closure_id()] = now;
-    return inner_->RunClosures(r, out);
+    return inner_->RunClosures(r, timeout, out);
   }
+  void CancelCalls() override { inner_->CancelCalls(); }
   absl::Status Ping(const PingRequest& r, PingResponse* out) override {
     return inner_->Ping(r, out);
   }

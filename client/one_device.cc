@@ -33,7 +33,8 @@ class InProcessWorkerClient final : public WorkerClient {
   absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override {
     return state_->SetupJob(request, response);
   }
-  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override {
+  absl::Status RunClosure(const RunClosureRequest& request, absl::Duration /*timeout*/,
+                          RunClosureResponse* response) override {
     return state_->RunClosure(request, response);
   }
   absl::Status Ping(const PingRequest& request, PingResponse* response) override {

@@ -87,6 +87,18 @@ std::string FormatSummary(const JobStatusProto& s, const std::string& checkpoint
     absl::StrAppendFormat(&out, "  examples/s      %.0f\n", s.examples_per_sec());
   }
   absl::StrAppendFormat(&out, "  wall time       %.1f s\n", s.wall_seconds());
+  // Faults the job lived through, and what they cost.
+  if (s.ps_recoveries() > 0 || s.lost_steps() > 0 || s.workers_lost() > 0) {
+    absl::StrAppendFormat(&out,
+                          "  faults          %d PS recoveries, %d workers lost, %d steps lost "
+                          "(%d trained in all)\n",
+                          s.ps_recoveries(), s.workers_lost(), s.lost_steps(), s.steps_trained());
+  }
+  if (s.checkpoint_failures() > 0) {
+    absl::StrAppendFormat(&out, "  checkpoints     %d failed%s: %s\n", s.checkpoint_failures(),
+                          s.checkpoints_disabled() ? ", then turned off for the job" : "",
+                          s.checkpoint_error());
+  }
   if (!s.backend().empty()) absl::StrAppendFormat(&out, "  backend         %s\n", s.backend());
   if (!s.error().empty()) absl::StrAppendFormat(&out, "  error           %s\n", s.error());
   return out;

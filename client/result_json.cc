@@ -11,7 +11,13 @@ nlohmann::json JobStatusJson(const JobStatusProto& s) {
   j["state"] = JobStateName(s.state());
   j["queue_position"] = s.queue_position();
   j["already_complete"] = s.already_complete();
+  j["workers_lost"] = s.workers_lost();
+  j["checkpoint_failures"] = s.checkpoint_failures();
+  j["checkpoint_error"] = s.checkpoint_error();
+  j["checkpoints_disabled"] = s.checkpoints_disabled();
   j["invalid_input"] = s.invalid_input();
+  j["steps_trained"] = s.steps_trained();
+  j["ps_applied_steps"] = std::vector<int64_t>(s.ps_applied_steps().begin(), s.ps_applied_steps().end());
   j["submitted_unix_s"] = s.submitted_unix_s();
   j["epoch"] = s.epoch();
   j["total_epochs"] = s.total_epochs();

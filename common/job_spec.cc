@@ -508,7 +508,9 @@ void CheckInputs(const YAML::Node& root, const JobSpec& spec) {
 }
 
 void ParseCheckpoint(const YAML::Node& n, CheckpointSpec* c) {
-  CheckKeys(n, "checkpoint", {"dir", "every_steps", "every_seconds", "keep"});
+  CheckKeys(n, "checkpoint",
+            {"dir", "every_steps", "every_seconds", "keep", "on_failure", "max_retries",
+             "retry_backoff_s"});
   c->dir = Str(Required(n, "dir", "checkpoint"), "checkpoint.dir");
   if (c->dir.empty()) Fail(n["dir"], "checkpoint.dir must not be empty");
   if (n["every_steps"]) c->every_steps = Int(n["every_steps"], "checkpoint.every_steps", 0, JobLimits::kMaxExamples);
@@ -517,10 +519,27 @@ void ParseCheckpoint(const YAML::Node& n, CheckpointSpec* c) {
     if (c->every_seconds < 0) Fail(n["every_seconds"], "checkpoint.every_seconds must be >= 0");
   }
   if (n["keep"]) c->keep = Int(n["keep"], "checkpoint.keep", 1, JobLimits::kMaxCheckpointsKept);
+  if (YAML::Node f = n["on_failure"]) {
+    const std::string v = Str(f, "checkpoint.on_failure");
+    if (v == "continue") c->on_failure = CheckpointSpec::OnFailure::kContinue;
+    else if (v == "fail") c->on_failure = CheckpointSpec::OnFailure::kFail;
+    else Fail(f, absl::StrCat("unknown checkpoint.on_failure '", v, "' (expected continue or fail)"));
+  }
+  if (n["max_retries"]) {
+    c->max_retries = Int(n["max_retries"], "checkpoint.max_retries", 0, JobLimits::kMaxCheckpointRetries);
+  }
+  if (n["retry_backoff_s"]) {
+    c->retry_backoff_s = Num(n["retry_backoff_s"], "checkpoint.retry_backoff_s");
+    if (!(c->retry_backoff_s >= 0 && c->retry_backoff_s <= JobLimits::kMaxCheckpointBackoffSeconds)) {
+      Fail(n["retry_backoff_s"], absl::StrCat("checkpoint.retry_backoff_s must be in [0, ",
+                                              JobLimits::kMaxCheckpointBackoffSeconds, "]"));
+    }
+  }
 }
 
 void ParseFaultTolerance(const YAML::Node& n, FaultToleranceSpec* f) {
-  CheckKeys(n, "fault_tolerance", {"max_attempts", "ps_recovery_timeout_s", "health_check_interval_s"});
+  CheckKeys(n, "fault_tolerance", {"max_attempts", "ps_recovery_timeout_s", "health_check_interval_s",
+                                   "worker_timeout_s"});
   if (n["max_attempts"]) f->max_attempts = Int(n["max_attempts"], "fault_tolerance.max_attempts", 1, JobLimits::kMaxAttempts);
   if (n["ps_recovery_timeout_s"]) {
     f->ps_recovery_timeout_s = Positive(n["ps_recovery_timeout_s"], "fault_tolerance.ps_recovery_timeout_s");
@@ -528,6 +547,20 @@ void ParseFaultTolerance(const YAML::Node& n, FaultToleranceSpec* f) {
   if (n["health_check_interval_s"]) {
     f->health_check_interval_s =
         Positive(n["health_check_interval_s"], "fault_tolerance.health_check_interval_s");
+  }
+  if (n["worker_timeout_s"]) {
+    f->worker_timeout_s = Positive(n["worker_timeout_s"], "fault_tolerance.worker_timeout_s");
+    if (f->worker_timeout_s > JobLimits::kMaxWorkerTimeoutS) {
+      Fail(n["worker_timeout_s"], absl::StrCat("fault_tolerance.worker_timeout_s must be <= ",
+                                               JobLimits::kMaxWorkerTimeoutS,
+                                               " (the stated limit), got ", f->worker_timeout_s));
+    }
+  }
+  // A worker is lost only after failing more than one health check.
+  if (!(f->worker_timeout_s > f->health_check_interval_s)) {
+    Fail(n["worker_timeout_s"] ? n["worker_timeout_s"] : n,
+         absl::StrCat("fault_tolerance.worker_timeout_s (", f->worker_timeout_s,
+                      ") must be > health_check_interval_s (", f->health_check_interval_s, ")"));
   }
 }
 

@@ -40,7 +40,11 @@ struct JobLimits {
   static constexpr int64_t kMaxIdSpace = int64_t{1} << 62;           // synthetic_ctr id_space
   static constexpr int64_t kMaxShards = 4096;                        // partitioner shards
   static constexpr int64_t kMaxCheckpointsKept = 1000;
+  static constexpr int64_t kMaxCheckpointRetries = 100;
+  static constexpr double kMaxCheckpointBackoffSeconds = 3600;
   static constexpr int64_t kMaxAttempts = 100;
+  // fault_tolerance.worker_timeout_s, in seconds (one hour).
+  static constexpr double kMaxWorkerTimeoutS = 3600;
   // batch x units of any layer: the activations a worker holds for it
   // (2^28 floats = 1 GiB).
   static constexpr int64_t kMaxActivationElements = int64_t{1} << 28;
@@ -164,6 +168,16 @@ struct CheckpointSpec {
   double every_seconds = 0;
   // Committed checkpoints kept; older ones are deleted.
   int64_t keep = 3;
+  // A checkpoint that cannot be written (disk full, directory gone, I/O
+  // error) is retried up to `max_retries` times; retry n waits at least
+  // retry_backoff_s * 2^(n-1) seconds and for the next checkpoint trigger,
+  // while training goes on. After the last retry fails: kContinue runs on
+  // without new checkpoints (and no final one; the status says so), kFail
+  // fails the job with the error.
+  enum class OnFailure { kContinue, kFail };
+  OnFailure on_failure = OnFailure::kContinue;
+  int64_t max_retries = 3;
+  double retry_backoff_s = 1;
 };
 
 struct FaultToleranceSpec {
@@ -174,6 +188,11 @@ struct FaultToleranceSpec {
   double ps_recovery_timeout_s = 60;
   // How often the coordinator checks the health of PS tasks and workers.
   double health_check_interval_s = 0.5;
+  // A worker that has failed every health check for this long (hung, e.g.
+  // SIGSTOPped, or cut off) is declared lost: its closures in flight are
+  // cancelled and run on other workers, and it gets no work until it answers
+  // again. Must be > health_check_interval_s, <= JobLimits::kMaxWorkerTimeoutS.
+  double worker_timeout_s = 3;
 };
 
 struct JobSpec {

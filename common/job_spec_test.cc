@@ -1,5 +1,9 @@
 #include "common/job_spec.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -114,6 +118,53 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kTypo.c_str(), "bad.yaml:3:3", "unknown key 'layerz'"},
         BadCase{kOptionForOtherOptimizer.c_str(), "bad.yaml:4:31", "has no option 'beta1'"},
         BadCase{"model:\n  inputs: {dense: 4}\n", "bad.yaml:2:3", "missing required key 'layers'"}));
+
+TEST(JobSpecTest, CheckpointFailurePolicy) {
+  auto spec = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->checkpoint.on_failure, CheckpointSpec::OnFailure::kContinue);
+  EXPECT_EQ(spec->checkpoint.max_retries, 3);
+  EXPECT_EQ(spec->checkpoint.retry_backoff_s, 1);
+  spec = ParseJobSpec(std::string(kGood) +
+                          "checkpoint: {dir: /c, on_failure: fail, max_retries: 0, retry_backoff_s: 0.5}\n",
+                      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->checkpoint.on_failure, CheckpointSpec::OnFailure::kFail);
+  EXPECT_EQ(spec->checkpoint.max_retries, 0);
+  EXPECT_EQ(spec->checkpoint.retry_backoff_s, 0.5);
+  for (const auto& [field, message] : std::vector<std::pair<std::string, std::string>>{
+           {"on_failure: ignore", "unknown checkpoint.on_failure 'ignore'"},
+           {"max_retries: 101", "checkpoint.max_retries must be <= 100"},
+           {"max_retries: -1", "checkpoint.max_retries must be >= 0"},
+           {"retry_backoff_s: -1", "checkpoint.retry_backoff_s must be in [0, 3600]"}}) {
+    auto bad = ParseJobSpec(std::string(kGood) + "checkpoint: {dir: /c, " + field + "}\n", "bad.yaml");
+    ASSERT_FALSE(bad.ok()) << field;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("bad.yaml:16:")) << field;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(message)) << field;
+  }
+}
+
+TEST(JobSpecTest, WorkerTimeout) {
+  auto spec = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->fault_tolerance.worker_timeout_s, 3);
+  spec = ParseJobSpec(std::string(kGood) +
+                          "fault_tolerance: {health_check_interval_s: 0.2, worker_timeout_s: 2}\n",
+                      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(spec->fault_tolerance.worker_timeout_s, 2);
+  for (const auto& [fields, message] : std::vector<std::pair<std::string, std::string>>{
+           {"worker_timeout_s: 0", "fault_tolerance.worker_timeout_s must be > 0"},
+           {"worker_timeout_s: 3601", "fault_tolerance.worker_timeout_s must be <= 3600"},
+           {"health_check_interval_s: 1, worker_timeout_s: 1",
+            "worker_timeout_s (1) must be > health_check_interval_s (1)"},
+           {"health_check_interval_s: 5", "worker_timeout_s (3) must be > health_check_interval_s (5)"}}) {
+    auto bad = ParseJobSpec(std::string(kGood) + "fault_tolerance: {" + fields + "}\n", "bad.yaml");
+    ASSERT_FALSE(bad.ok()) << fields;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("bad.yaml:16:")) << fields;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(message)) << fields;
+  }
+}
 
 TEST(JobSpecTest, MissingFileIsNotFound) {
   auto spec = LoadJobSpec("/nonexistent/job.yaml");

@@ -14,6 +14,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -114,6 +115,9 @@ int main(int argc, char** argv) {
                  (*cluster)->task_address(), ps_addresses.size(), worker_addresses.size());
   }
   pscluster::BlockTerminationSignals();
+  // A file-size limit (RLIMIT_FSIZE) fails the write (EFBIG), which fails the
+  // checkpoint or job log write, instead of killing the coordinator.
+  std::signal(SIGXFSZ, SIG_IGN);
   auto registry = std::make_shared<prometheus::Registry>();
 
   std::vector<std::unique_ptr<pscluster::GrpcPsClient>> ps_clients;
@@ -139,6 +143,7 @@ int main(int argc, char** argv) {
   runner_options.cluster_wait = absl::Seconds(absl::GetFlag(FLAGS_cluster_wait_s));
   runner_options.worker_addresses = worker_addresses;
   runner_options.ps_memory_limit_bytes = absl::GetFlag(FLAGS_ps_memory_limit_bytes);
+  runner_options.registry = registry;
   auto jobs = std::make_unique<pscluster::JobManager>(ps, workers, runner_options,
                                                       absl::GetFlag(FLAGS_state_dir));
   absl::StatusOr<int> resumed = jobs->Recover();

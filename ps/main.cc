@@ -10,6 +10,7 @@
 
 #include <malloc.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -69,6 +70,9 @@ int Main(int argc, char** argv) {
   // Before any thread starts, so every thread inherits the blocked signals.
   absl::Notification stop;
   OnTerminationSignal([&stop] { stop.Notify(); });
+  // A file-size limit (RLIMIT_FSIZE) fails a checkpoint's write with EFBIG
+  // instead of killing the PS.
+  std::signal(SIGXFSZ, SIG_IGN);
 
   auto registry = std::make_shared<prometheus::Registry>();
   VariableStore::Options store_options;

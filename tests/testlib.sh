@@ -24,3 +24,44 @@ gone() {
   state="$(sed -E 's/^.*\) (.).*$/\1/' "/proc/$1/stat" 2>/dev/null || echo X)"
   [[ "$state" == Z || "$state" == X ]]
 }
+
+# Progress of a job, for fault tests that must trigger on training progress,
+# never on wall-clock time (a fast machine finishes before a schedule, a slow
+# one has not started). They need PSCTL set to the psctl binary.
+#   local_coordinator STDERR_FILE   the coordinator address `psctl local` printed
+#   job_progress ADDRESS            "STEPS TOTAL_STEPS STATE" of the newest job
+#   wait_progress ADDRESS FRACTION SECONDS
+#                                   waits until the newest job has done
+#                                   FRACTION of its steps; returns 1 if it
+#                                   ended first or SECONDS passed
+local_coordinator() {
+  sed -n 's/.*coordinator \(127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$1" 2>/dev/null | head -n 1
+}
+
+job_progress() {
+  "$PSCTL" list --coordinator "$1" -o json 2>/dev/null | python3 -c '
+import json, sys
+try:
+    jobs = json.load(sys.stdin)["jobs"]
+except Exception:
+    jobs = []
+if jobs:
+    j = jobs[-1]
+    print(j.get("steps", 0), j.get("total_steps", 0), j.get("state", "?"))
+else:
+    print(0, 0, "NONE")'
+}
+
+wait_progress() {
+  local address="$1" fraction="$2" deadline=$((SECONDS + $3))
+  local steps total state
+  while ((SECONDS < deadline)); do
+    read -r steps total state < <(job_progress "$address")
+    case "$state" in SUCCEEDED | FAILED | CANCELLED) return 1 ;; esac
+    if ((total > 0)) && awk -v s="$steps" -v t="$total" -v f="$fraction" 'BEGIN { exit !(s >= f * t) }'; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  return 1
+}

@@ -4,8 +4,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -17,6 +22,8 @@ namespace {
 
 constexpr char kPrefix[] = "ckpt-";
 constexpr int kFormatVersion = 1;
+// Marks Save errors of the PS tasks (IsPsFailure).
+constexpr char kPsFailurePayload[] = "pscluster/checkpoint/ps-failure";
 
 absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -28,6 +35,18 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
     return absl::DataLossError(absl::StrCat("manifest ", path, " is unreadable"));
   }
   return m;
+}
+
+// A failed file system call on the checkpoint directory: the code of its
+// errno (ENOSPC: RESOURCE_EXHAUSTED, ENOTDIR: FAILED_PRECONDITION, ...),
+// and a message naming the directory and the errno text.
+absl::Status FileSystemError(const std::error_code& ec, const std::string& what,
+                             const std::string& dir) {
+  const absl::StatusCode code = ec.category() == std::generic_category() ||
+                                        ec.category() == std::system_category()
+                                    ? absl::ErrnoToStatusCode(ec.value())
+                                    : absl::StatusCode::kUnknown;
+  return absl::Status(code, absl::StrCat("cannot ", what, " ", dir, ": ", ec.message()));
 }
 
 }  // namespace
@@ -60,10 +79,12 @@ std::vector<CheckpointManifest> CheckpointManager::List() const {
 absl::StatusOr<CheckpointManifest> CheckpointManager::Save(
     const std::vector<PsClient*>& ps, const std::vector<int>& expected_variables,
     CheckpointManifest manifest) {
-  // The next id is past every directory, committed or torn.
-  int64_t next = 0;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
+  if (ec) return FileSystemError(ec, "create the checkpoint directory", dir_);
+  // The next id is past every directory, committed or torn (a torn one of an
+  // earlier coordinator is removed only after the next commit).
+  int64_t next = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
     int64_t id = 0;
@@ -71,50 +92,22 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::Save(
       next = std::max(next, id + 1);
     }
   }
+  if (ec) return FileSystemError(ec, "list the checkpoint directory", dir_);
   const std::string path = CheckpointPath(next);
-  std::filesystem::create_directories(path, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", ec.message()));
-
-  // Every PS writes its file at once.
-  std::vector<absl::Status> status(ps.size());
-  std::vector<SaveResponse> saved(ps.size());
-  std::vector<std::thread> threads;
-  for (size_t p = 0; p < ps.size(); ++p) {
-    threads.emplace_back([&, p] {
-      SaveRequest request;
-      request.set_path(absl::StrCat(path, "/ps-", p, ".data"));
-      request.set_ps_index(static_cast<int>(p));
-      request.set_job(job_id_);
-      status[p] = ps[p]->Save(request, &saved[p]);
-    });
+  if (!std::filesystem::create_directory(path, ec) || ec) {
+    if (!ec) ec = std::make_error_code(std::errc::file_exists);
+    return FileSystemError(ec, absl::StrCat("create checkpoint ", next, " in"), dir_);
   }
-  for (auto& t : threads) t.join();
-  for (size_t p = 0; p < ps.size(); ++p) {
-    if (!status[p].ok()) {
-      return absl::Status(status[p].code(),
-                          absl::StrCat("checkpoint ", next, ": PS ", p, ": ", status[p].message()));
-    }
-    if (p < expected_variables.size() && saved[p].variables() < expected_variables[p]) {
-      return absl::AbortedError(absl::StrCat("checkpoint ", next, ": PS ", p, " saved ",
-                                             saved[p].variables(), " variables of ",
-                                             expected_variables[p], ": it restarted and lost them"));
-    }
-  }
-  manifest.set_format_version(kFormatVersion);
-  manifest.set_job_id(job_id_);
-  manifest.set_checkpoint_id(next);
-  manifest.set_num_ps(static_cast<int>(ps.size()));
-  manifest.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
-  manifest.clear_files();
-  for (const SaveResponse& s : saved) {
-    CheckpointFile* f = manifest.add_files();
-    f->set_path(s.path());
-    f->set_bytes(s.bytes());
-    f->set_checksum(s.checksum());
-  }
-  // The commit point.
-  if (absl::Status s = WriteFileDurably(path + "/MANIFEST", manifest.SerializeAsString()); !s.ok()) {
-    return s;
+  absl::StatusOr<CheckpointManifest> saved =
+      SaveInto(path, next, ps, expected_variables, std::move(manifest));
+  if (!saved.ok()) {
+    // Torn: nothing refers to it; it goes with whatever the PS wrote into
+    // it, so that failed saves neither fill the disk nor use up ids.
+    // A directory that cannot be removed (the file system forbids it) stays
+    // torn: never loaded, and removed after the next commit.
+    std::filesystem::remove_all(path, ec);
+    if (ec) spdlog::warn("cannot remove the failed checkpoint {}: {}", path, ec.message());
+    return saved.status();
   }
   // Keep the newest `keep` committed checkpoints; drop older and torn ones.
   std::vector<CheckpointManifest> all = List();
@@ -135,6 +128,59 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::Save(
       std::filesystem::remove_all(entry.path(), ec);
     }
   }
+  return saved;
+}
+
+absl::StatusOr<CheckpointManifest> CheckpointManager::SaveInto(
+    const std::string& path, int64_t next, const std::vector<PsClient*>& ps,
+    const std::vector<int>& expected_variables, CheckpointManifest manifest) {
+  // Every PS writes its file at once.
+  std::vector<absl::Status> status(ps.size());
+  std::vector<SaveResponse> saved(ps.size());
+  std::vector<std::thread> threads;
+  for (size_t p = 0; p < ps.size(); ++p) {
+    threads.emplace_back([&, p] {
+      SaveRequest request;
+      request.set_path(absl::StrCat(path, "/ps-", p, ".data"));
+      request.set_ps_index(static_cast<int>(p));
+      request.set_job(job_id_);
+      status[p] = ps[p]->Save(request, &saved[p]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t p = 0; p < ps.size(); ++p) {
+    if (!status[p].ok()) {
+      absl::Status error(status[p].code(),
+                         absl::StrCat("checkpoint ", next, ": PS ", p, ": ", status[p].message()));
+      if (absl::IsUnavailable(error) || absl::IsDeadlineExceeded(error) || absl::IsCancelled(error)) {
+        error.SetPayload(kPsFailurePayload, absl::Cord());
+      }
+      return error;
+    }
+    if (p < expected_variables.size() && saved[p].variables() < expected_variables[p]) {
+      absl::Status error = absl::AbortedError(absl::StrCat(
+          "checkpoint ", next, ": PS ", p, " saved ", saved[p].variables(), " variables of ",
+          expected_variables[p], ": it restarted and lost them"));
+      error.SetPayload(kPsFailurePayload, absl::Cord());
+      return error;
+    }
+  }
+  manifest.set_format_version(kFormatVersion);
+  manifest.set_job_id(job_id_);
+  manifest.set_checkpoint_id(next);
+  manifest.set_num_ps(static_cast<int>(ps.size()));
+  manifest.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
+  manifest.clear_files();
+  for (const SaveResponse& s : saved) {
+    CheckpointFile* f = manifest.add_files();
+    f->set_path(s.path());
+    f->set_bytes(s.bytes());
+    f->set_checksum(s.checksum());
+  }
+  // The commit point.
+  if (absl::Status s = WriteFileDurably(path + "/MANIFEST", manifest.SerializeAsString()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("checkpoint ", next, ": ", s.message()));
+  }
   return manifest;
 }
 
@@ -148,6 +194,7 @@ absl::Status CheckpointManager::Restore(const CheckpointManifest& manifest, cons
       *request.mutable_files() = manifest.files();
       *request.mutable_variables() = plan.per_ps[p];
       request.set_num_ps(static_cast<int>(ps.size()));
+      request.set_ps_index(static_cast<int>(p));
       request.set_job(job_id_);
       RestoreResponse response;
       status[p] = ps[p]->Restore(request, &response);
@@ -178,6 +225,10 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::RestoreLatest(
   }
   if (!unusable.ok()) return unusable;
   return absl::NotFoundError(absl::StrCat("no complete checkpoint in ", dir_));
+}
+
+bool IsPsFailure(const absl::Status& save_error) {
+  return save_error.GetPayload(kPsFailurePayload).has_value();
 }
 
 }  // namespace pscluster

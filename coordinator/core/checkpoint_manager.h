@@ -5,7 +5,8 @@
 // writing <dir>/ckpt-<id>/MANIFEST durably (temp file, fsync, rename, fsync of
 // the directory) and deletes the oldest checkpoints beyond `keep`. Until the
 // MANIFEST exists the checkpoint does not exist: a crash at any point of a
-// save leaves the previous checkpoint as the newest complete one.
+// save leaves the previous checkpoint as the newest complete one, and a save
+// that fails removes its directory.
 //
 // Restore hands every PS the manifest's files and its part of the new layout
 // (any number of PS); each PS verifies sizes and checksums before it replaces
@@ -39,6 +40,12 @@ class CheckpointManager {
   // `expected_variables[p]` is how many variables PS p must save (its part
   // of the layout); a PS that saves fewer restarted and lost them, and the
   // checkpoint is not committed (ABORTED).
+  // A save that fails removes the ckpt-<id> directory it created, with
+  // whatever the PS wrote into it (so the next save reuses the id); committed
+  // checkpoints are never touched. Errors of the file system keep their
+  // errno's code (ENOSPC: RESOURCE_EXHAUSTED, ENOTDIR: FAILED_PRECONDITION,
+  // ...) and name the directory and the errno text; a PS's error keeps its
+  // code and names the PS.
   absl::StatusOr<CheckpointManifest> Save(const std::vector<PsClient*>& ps,
                                           const std::vector<int>& expected_variables,
                                           CheckpointManifest manifest);
@@ -61,11 +68,22 @@ class CheckpointManager {
 
  private:
   std::string CheckpointPath(int64_t id) const;
+  // Save's writes into the new directory `path` of checkpoint `id`.
+  absl::StatusOr<CheckpointManifest> SaveInto(const std::string& path, int64_t id,
+                                              const std::vector<PsClient*>& ps,
+                                              const std::vector<int>& expected_variables,
+                                              CheckpointManifest manifest);
 
   const std::string dir_;
   const int64_t keep_;
   const std::string job_id_;
 };
+
+// Whether an error of CheckpointManager::Save came from the PS tasks
+// rather than from the checkpoint storage: a PS that could not be reached
+// (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED from its RPC) or that lost its
+// variables (ABORTED). Those are healed by PS recovery, not by retrying.
+bool IsPsFailure(const absl::Status& save_error);
 
 }  // namespace pscluster
 

@@ -1,6 +1,6 @@
 // CheckpointManager against in-process PS stores: which directories count as
-// checkpoints, pruning, falling back past damaged checkpoints, and restoring
-// into a different number of PS.
+// checkpoints, pruning, falling back past damaged checkpoints, restoring
+// into a different number of PS, and failed saves.
 #include "coordinator/core/checkpoint_manager.h"
 
 #include <cstdlib>
@@ -16,6 +16,7 @@
 #include "common/partitioner.h"
 #include "common/row_ids.h"
 #include "common/tensor.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps/core/in_process_ps_client.h"
 #include "ps/core/variable_store.h"
@@ -328,6 +329,83 @@ TEST(CheckpointManagerTest, RestoresIntoADifferentNumberOfPs) {
   EXPECT_EQ(TableRows(one), static_cast<int64_t>(kIds.size()));
   EXPECT_EQ(Dense(one, "emb"), emb3);
   EXPECT_EQ(Table(one), table3);
+}
+
+}  // namespace
+}  // namespace pscluster
+
+namespace pscluster {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A PS whose Save writes part of its file and then fails with `error`.
+class FailingSavePs : public InProcessPsClient {
+ public:
+  FailingSavePs(VariableStore* store, absl::Status error)
+      : InProcessPsClient(store), error_(std::move(error)) {}
+  absl::Status Save(const SaveRequest& request, SaveResponse* response) override {
+    if (error_.ok()) return InProcessPsClient::Save(request, response);
+    WriteFile(request.path(), "partial");
+    return error_;
+  }
+  absl::Status error_;
+};
+
+TEST(CheckpointManagerFailureTest, AFailedSaveRemovesItsDirectoryAndReusesTheId) {
+  const std::string dir = FreshDir("failed-save");
+  Cluster c(2);
+  FailingSavePs full(c.stores[1].get(), absl::OkStatus());
+  std::vector<PsClient*> ps = {c.ps[0], &full};
+  CheckpointManager m(dir, 3, "job");
+  CheckpointManifest manifest;
+  ASSERT_TRUE(m.Save(ps, {}, manifest).ok());  // ckpt-0
+  const std::string committed = ReadAll(dir + "/ckpt-0/ps-1.data");
+  full.error_ = absl::ResourceExhaustedError("write ps-1.data.tmp: No space left on device");
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::StatusOr<CheckpointManifest> saved = m.Save(ps, {}, manifest);
+    ASSERT_FALSE(saved.ok());
+    EXPECT_TRUE(absl::IsResourceExhausted(saved.status())) << saved.status();
+    EXPECT_FALSE(IsPsFailure(saved.status()));
+    EXPECT_THAT(std::string(saved.status().message()), ::testing::HasSubstr("checkpoint 1: PS 1"));
+    EXPECT_FALSE(fs::exists(dir + "/ckpt-1"));  // PS 0's file and PS 1's partial one went too
+  }
+  // The committed checkpoint is untouched.
+  EXPECT_EQ(Ids(m.List()), std::vector<int64_t>{0});
+  EXPECT_EQ(ReadAll(dir + "/ckpt-0/ps-1.data"), committed);
+  full.error_ = absl::OkStatus();
+  absl::StatusOr<CheckpointManifest> saved = m.Save(ps, {}, manifest);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->checkpoint_id(), 1);
+}
+
+TEST(CheckpointManagerFailureTest, AnUnreachablePsIsAPsFailure) {
+  const std::string dir = FreshDir("unreachable-ps");
+  Cluster c(2);
+  FailingSavePs down(c.stores[0].get(), absl::UnavailableError("connection refused"));
+  CheckpointManager m(dir, 3, "job");
+  absl::StatusOr<CheckpointManifest> saved = m.Save({&down, c.ps[1]}, {}, CheckpointManifest());
+  ASSERT_FALSE(saved.ok());
+  EXPECT_TRUE(IsPsFailure(saved.status())) << saved.status();
+  EXPECT_FALSE(fs::exists(dir + "/ckpt-0"));
+}
+
+TEST(CheckpointManagerFailureTest, ADirectoryThatIsAFileNamesTheErrno) {
+  const std::string parent = FreshDir("not-a-dir");
+  const std::string dir = parent + "/ckpt";
+  WriteFile(dir, "a regular file");
+  Cluster c(2);
+  CheckpointManager m(dir, 3, "job");
+  absl::StatusOr<CheckpointManifest> saved = m.Save(c.ps, {}, CheckpointManifest());
+  ASSERT_FALSE(saved.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(saved.status())) << saved.status();  // ENOTDIR
+  EXPECT_FALSE(IsPsFailure(saved.status()));
+  EXPECT_THAT(std::string(saved.status().message()), ::testing::HasSubstr(dir));
+  EXPECT_THAT(std::string(saved.status().message()), ::testing::HasSubstr("Not a directory"));
+  EXPECT_TRUE(fs::is_regular_file(dir));
 }
 
 }  // namespace

@@ -32,21 +32,42 @@ RunClosureRequest MakeRequest(const DispatchOptions& options, const Closure& c) 
   return request;
 }
 
+bool IsSet(const std::atomic<bool>* flag) { return flag != nullptr && *flag; }
+// A worker that stopped answering gets no work until it answers again.
+bool Held(const DispatchOptions& options) {
+  return IsSet(options.worker_down) && !IsSet(options.health_stopped);
+}
+int64_t Load(const std::atomic<int64_t>* counter) { return counter != nullptr ? counter->load() : 0; }
+
 // Runs `batch` on `worker`: one RunClosure for a single closure, else one
-// RunClosures. Fills one status and response per closure.
+// RunClosures, under options.deadline. Fills one status and response per
+// closure.
 void RunBatch(WorkerClient* worker, const DispatchOptions& options,
               const std::vector<Closure>& batch, std::vector<absl::Status>* status,
               std::vector<RunClosureResponse>* responses) {
   status->assign(batch.size(), absl::OkStatus());
   responses->assign(batch.size(), RunClosureResponse());
-  if (batch.size() == 1) {
-    (*status)[0] = worker->RunClosure(MakeRequest(options, batch[0]), &(*responses)[0]);
+  const int n = static_cast<int>(batch.size());
+  const absl::Duration timeout =
+      options.deadline != nullptr ? options.deadline->For(n) : absl::InfiniteDuration();
+  const absl::Time start = absl::Now();
+  // Every closure succeeded: the call says how long closures take.
+  auto observe = [&] {
+    if (options.deadline == nullptr) return;
+    for (const absl::Status& s : *status) {
+      if (!s.ok()) return;
+    }
+    options.deadline->Observe(absl::Now() - start, n);
+  };
+  if (n == 1) {
+    (*status)[0] = worker->RunClosure(MakeRequest(options, batch[0]), timeout, &(*responses)[0]);
+    observe();
     return;
   }
   RunClosuresRequest request;
   for (const Closure& c : batch) *request.add_closures() = MakeRequest(options, c);
   RunClosuresResponse response;
-  absl::Status s = worker->RunClosures(request, &response);
+  absl::Status s = worker->RunClosures(request, timeout, &response);
   if (s.ok() && response.results_size() != static_cast<int>(batch.size())) {
     s = absl::InternalError(absl::StrCat("worker answered ", response.results_size(),
                                          " results for ", batch.size(), " closures"));
@@ -60,6 +81,7 @@ void RunBatch(WorkerClient* worker, const DispatchOptions& options,
     (*status)[i] = absl::Status(static_cast<absl::StatusCode>(r->code()), r->message());
     (*responses)[i] = std::move(*r->mutable_response());
   }
+  observe();
 }
 
 }  // namespace
@@ -76,16 +98,23 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
   std::vector<absl::Status> status;
   std::vector<RunClosureResponse> responses;
   while (true) {
-    // A worker that stopped answering gets no work until it answers again.
-    while (options.worker_down != nullptr && *options.worker_down &&
-           !(options.health_stopped != nullptr && *options.health_stopped)) {
+    while (Held(options)) {
       absl::SleepFor(absl::Milliseconds(50));
       if (!queue->WaitFor(absl::ZeroDuration())) continue;
       return;  // the phase ended meanwhile
     }
     std::vector<Closure> batch = queue->GetUpTo(per_rpc);
     if (batch.empty()) return;
+    if (Held(options)) {
+      // It stopped answering while this thread waited for work: the
+      // closures go to another worker, untried.
+      for (Closure& c : batch) queue->PutBack(std::move(c));
+      continue;
+    }
+    const int64_t losses_before = Load(options.worker_losses);
     RunBatch(worker, options, batch, &status, &responses);
+    // Counted up by the health loop before it cancelled the call.
+    const bool worker_lost = Load(options.worker_losses) != losses_before;
 
     bool failed = false;   // a closure failed for good: the queue is stopped
     bool retried = false;  // some closure goes back to the queue
@@ -106,10 +135,24 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       if (ps_lost) options.on_ps_lost();
       const bool ps_outage = ps_lost || (options.ps_failed && options.ps_failed()) ||
                              (RetryableClosureError(s) && IsPsError(s));
-      if (!ps_outage) ++c.attempts;
       const std::string what =
           absl::StrCat(ModeName(options.mode), " closure ", c.id, " (epoch ", c.split.epoch() + 1,
                        ", examples [", c.split.begin(), ", ", c.split.end(), "))");
+      if (worker_lost) {
+        // Cancelled because the worker was declared lost meanwhile: not the
+        // closure's fault, and not counted.
+        const std::string retry =
+            absl::StrCat(what, " was in flight on worker ", worker->address(),
+                         ", declared lost (", s.ToString(), "); re-dispatching it");
+        if (options.on_retry) {
+          options.on_retry(retry);
+        } else {
+          spdlog::warn("job {}: {}", options.job_id, retry);
+        }
+        queue->PutBack(c);
+        continue;
+      }
+      if (!ps_outage) ++c.attempts;
       if ((!RetryableClosureError(s) && !ps_lost) || c.attempts >= options.max_attempts) {
         if (!failed) {
           queue->Fail(absl::Status(s.code(), absl::StrCat(what, " failed after ", c.attempts,

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "coordinator/core/closure_deadline.h"
 #include "coordinator/core/closure_queue.h"
 #include "coordinator/core/worker_client.h"
 #include "protos/worker.pb.h"
@@ -57,6 +58,17 @@ struct DispatchOptions {
   // UNAVAILABLE itself. *health_stopped ends the wait.
   std::atomic<bool>* worker_down = nullptr;
   const std::atomic<bool>* health_stopped = nullptr;
+  // How many times the health loop declared the worker lost (it failed its
+  // health checks for worker_timeout_s; worker_down is then set). The
+  // health loop increments it, then cancels the worker's calls in flight
+  // (WorkerClient::CancelCalls). A closure whose call failed while it grew
+  // goes back to the queue for another worker without counting an attempt:
+  // the worker hung, not the closure. Null: never.
+  const std::atomic<int64_t>* worker_losses = nullptr;
+  // The deadline of each call (ClosureDeadline::For), fed with the time of
+  // each call that succeeded. Not owned; shared by the phase's dispatch
+  // threads. Null: no deadline of its own (the WorkerClient's longest).
+  ClosureDeadline* deadline = nullptr;
 };
 
 // Runs closures from `queue` on `worker` until the queue is drained or

@@ -1,6 +1,8 @@
 #include "coordinator/core/closure_dispatch.h"
 
+#include <atomic>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -23,9 +25,11 @@ class ScriptedWorker : public WorkerClient {
     ++setups;
     return absl::OkStatus();
   }
-  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override {
+  absl::Status RunClosure(const RunClosureRequest& request, absl::Duration timeout,
+                          RunClosureResponse* response) override {
     absl::MutexLock lock(&mu_);
     ++runs[request.closure_id()];
+    timeouts.push_back(timeout);
     auto& script = script_[request.closure_id()];
     if (!script.empty()) {
       absl::Status s = script.front();
@@ -35,7 +39,7 @@ class ScriptedWorker : public WorkerClient {
     response->set_steps(request.closure_id());  // lets the test match results to closures
     return absl::OkStatus();
   }
-  absl::Status RunClosures(const RunClosuresRequest& request,
+  absl::Status RunClosures(const RunClosuresRequest& request, absl::Duration timeout,
                            RunClosuresResponse* response) override {
     {
       absl::MutexLock lock(&mu_);
@@ -46,7 +50,7 @@ class ScriptedWorker : public WorkerClient {
         return s;
       }
     }
-    return WorkerClient::RunClosures(request, response);
+    return WorkerClient::RunClosures(request, timeout, response);
   }
   absl::Status Ping(const PingRequest&, PingResponse*) override { return absl::OkStatus(); }
 
@@ -59,6 +63,7 @@ class ScriptedWorker : public WorkerClient {
   std::map<int64_t, std::vector<absl::Status>> script_;
   std::map<int64_t, int> runs;
   std::vector<int> batch_sizes;
+  std::vector<absl::Duration> timeouts;  // of each RunClosure
   std::vector<absl::Status> rpc_failures;
   int setups = 0;
 };
@@ -182,6 +187,106 @@ TEST(ClosureDispatchTest, GivesUpAfterMaxAttempts) {
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("failed after 3 attempt(s), last on worker scripted"));
   EXPECT_EQ(worker.runs[1], 3);
+}
+
+// Each call runs under the job's closure deadline: the cap before any
+// closure finished, then a multiple of the longest one (here the floor).
+TEST(ClosureDispatchTest, CallsRunUnderTheClosureDeadline) {
+  ScriptedWorker worker;
+  ClosureQueue queue;
+  Fill(&queue, 3);
+  Recorded recorded;
+  ClosureDeadlineOptions o;
+  o.floor = absl::Seconds(7);
+  o.cap = absl::Seconds(99);
+  ClosureDeadline deadline(o);
+  DispatchOptions d = Options(1, &recorded);
+  d.deadline = &deadline;
+  RunDispatchLoop(&worker, &queue, d);
+  EXPECT_TRUE(queue.Wait().ok());
+  EXPECT_THAT(worker.timeouts, ElementsAre(absl::Seconds(99), absl::Seconds(7), absl::Seconds(7)));
+  EXPECT_GT(deadline.longest(), absl::ZeroDuration());
+}
+
+// A hung worker (a SIGSTOPped process): RunClosure blocks until the
+// coordinator cancels its calls, then answers CANCELLED.
+class HungWorker : public WorkerClient {
+ public:
+  std::string address() const override { return "hung"; }
+  absl::Status SetupJob(const SetupJobRequest&, SetupJobResponse*) override {
+    return absl::OkStatus();
+  }
+  absl::Status RunClosure(const RunClosureRequest&, absl::Duration,
+                          RunClosureResponse*) override {
+    absl::MutexLock lock(&mu_);
+    ++calls_;
+    const int cancels = cancels_;
+    auto cancelled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return cancels_ > cancels; };
+    mu_.Await(absl::Condition(&cancelled));
+    return absl::CancelledError("cancelled by the client");
+  }
+  void CancelCalls() override {
+    absl::MutexLock lock(&mu_);
+    ++cancels_;
+  }
+  absl::Status Ping(const PingRequest&, PingResponse*) override { return absl::OkStatus(); }
+  void AwaitCall() {
+    absl::MutexLock lock(&mu_);
+    auto called = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_ > 0; };
+    mu_.Await(absl::Condition(&called));
+  }
+  int calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int cancels_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// What the health loop does to a worker that hung: it is marked down, its
+// loss is counted, then its calls are cancelled. The closure it held runs on
+// the other worker and its attempt is not counted (max_attempts 1 would
+// fail it otherwise); the hung worker gets nothing more.
+TEST(ClosureDispatchTest, AClosureOfALostWorkerGoesToAnotherUncounted) {
+  HungWorker hung;
+  ScriptedWorker healthy;
+  ClosureQueue queue;
+  Fill(&queue, 4);
+  Recorded recorded;
+  std::atomic<bool> hung_down{false}, healthy_down{false};
+  std::atomic<int64_t> hung_losses{0}, healthy_losses{0};
+  std::vector<std::string> retries;
+  absl::Mutex retries_mu;
+  auto options = [&](std::atomic<bool>* down, std::atomic<int64_t>* losses) {
+    DispatchOptions d = Options(1, &recorded);
+    d.max_attempts = 1;
+    d.worker_down = down;
+    d.worker_losses = losses;
+    d.on_retry = [&](const std::string& what) {
+      absl::MutexLock lock(&retries_mu);
+      retries.push_back(what);
+    };
+    return d;
+  };
+  const DispatchOptions hung_options = options(&hung_down, &hung_losses);
+  std::thread hung_thread([&] { RunDispatchLoop(&hung, &queue, hung_options); });
+  hung.AwaitCall();  // the first closure is stuck on it
+  const DispatchOptions healthy_options = options(&healthy_down, &healthy_losses);
+  std::thread healthy_thread([&] { RunDispatchLoop(&healthy, &queue, healthy_options); });
+  hung_down = true;
+  ++hung_losses;
+  hung.CancelCalls();
+  hung_thread.join();
+  healthy_thread.join();
+  EXPECT_TRUE(queue.Wait().ok());
+  EXPECT_EQ(hung.calls(), 1);
+  EXPECT_EQ(healthy.runs.size(), 4u);  // the hung worker's closure too
+  for (int64_t id = 1; id <= 4; ++id) EXPECT_EQ(recorded.attempts[id], 0) << "closure " << id;
+  ASSERT_EQ(retries.size(), 1u);
+  EXPECT_THAT(retries[0], HasSubstr("declared lost"));
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ class Worker : public WorkerClient {
     response->set_eval_examples(10);
     return absl::OkStatus();
   }
-  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override {
+  absl::Status RunClosure(const RunClosureRequest& request, absl::Duration,
+                          RunClosureResponse* response) override {
     {
       absl::MutexLock lock(&mu_);
       auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !hold_; };

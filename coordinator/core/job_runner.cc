@@ -3,6 +3,9 @@
 #include <cmath>
 #include <thread>
 
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -40,8 +43,27 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
                                                       : options_.checkpoint_dir),
       max_attempts_(options_.max_attempts > 0 ? options_.max_attempts
                                               : static_cast<int>(spec_.fault_tolerance.max_attempts)),
-      worker_down_(new std::atomic<bool>[workers_.size()]) {
-  for (size_t w = 0; w < workers_.size(); ++w) worker_down_[w] = false;
+      worker_down_(new std::atomic<bool>[workers_.size()]),
+      worker_losses_(new std::atomic<int64_t>[workers_.size()]) {
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    worker_down_[w] = false;
+    worker_losses_[w] = 0;
+  }
+  if (options_.registry != nullptr) {
+    // Registering an existing family returns it: every job shares these.
+    checkpoint_failures_metric_ =
+        &prometheus::BuildCounter()
+             .Name("pscluster_checkpoint_failures_total")
+             .Help("Failed checkpoint attempts, retries included, of every job.")
+             .Register(*options_.registry)
+             .Add({});
+    checkpoints_disabled_metric_ =
+        &prometheus::BuildGauge()
+             .Name("pscluster_checkpoints_disabled")
+             .Help("Running jobs that gave up checkpoints after failures (on_failure: continue).")
+             .Register(*options_.registry)
+             .Add({});
+  }
   absl::MutexLock lock(&mu_);
   status_.set_job_id(job_id_);
   status_.set_name(spec_.name);
@@ -92,8 +114,8 @@ void JobRunner::Event(const std::string& kind, const std::string& message) {
   e.set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   e.set_kind(kind);
   e.set_message(message);
-  if (kind == "failed" || kind == "retry" || kind == "worker_down" || kind == "ps_down" ||
-      kind == "checkpoint_failed") {
+  if (kind == "failed" || kind == "retry" || kind == "worker_down" || kind == "worker_lost" ||
+      kind == "ps_down" || kind == "checkpoint_failed") {
     spdlog::warn("job {}: {}: {}", job_id_, kind, message);
   } else {
     spdlog::info("job {}: {}: {}", job_id_, kind, message);
@@ -145,7 +167,15 @@ void JobRunner::Log(const JobLogRecord& record, bool sync) {
   if (log_ == nullptr) return;
   absl::Status s = log_->Append(record);
   (void)sync;  // every append is fsynced; see JobLog
-  if (!s.ok()) spdlog::warn("job {}: job log: {}", job_id_, s.ToString());
+  if (s.ok()) return;
+  // A broken disk fails every append: say so once, then every 30 s.
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&log_warning_mu_);
+  ++log_failures_;
+  if (now - last_log_warning_ < absl::Seconds(30)) return;
+  spdlog::warn("job {}: job log: {} ({} failed appends so far)", job_id_, s.ToString(),
+               log_failures_);
+  last_log_warning_ = now;
 }
 
 absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_examples) {
@@ -183,8 +213,9 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
   return absl::OkStatus();
 }
 
-void JobRunner::RecordSuccess(ClosureMode mode, const Closure& c, const RunClosureResponse& r,
-                              PhaseTotals* totals) {
+std::pair<int64_t, int64_t> JobRunner::RecordSuccess(ClosureMode mode, const Closure& c,
+                                                     const RunClosureResponse& r,
+                                                     PhaseTotals* totals) {
   absl::MutexLock lock(&mu_);
   totals->examples += r.examples();
   totals->loss_sum += r.loss_sum();
@@ -198,6 +229,7 @@ void JobRunner::RecordSuccess(ClosureMode mode, const Closure& c, const RunClosu
   if (mode == TRAIN) {
     finished_splits_.insert(c.split_index);
     status_.set_steps(status_.steps() + r.steps());
+    status_.set_steps_trained(status_.steps_trained() + r.steps());
     status_.set_examples(status_.examples() + r.examples());
     epoch_examples_ += r.examples();
     epoch_loss_sum_ += r.loss_sum();
@@ -209,6 +241,7 @@ void JobRunner::RecordSuccess(ClosureMode mode, const Closure& c, const RunClosu
     status_.set_push_seconds(status_.push_seconds() + r.push_seconds());
   }
   ++version_;
+  return {status_.steps(), status_.lost_steps()};
 }
 
 void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals) {
@@ -229,9 +262,11 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   if (options_.health != nullptr) {
     d.worker_down = &worker_down_[w];
     d.health_stopped = &stop_health_;
+    d.worker_losses = &worker_losses_[w];
   }
+  d.deadline = mode == EVAL ? &eval_deadline_ : &train_deadline_;
   d.on_success = [this, mode, queue, totals](const Closure& c, const RunClosureResponse& r) {
-    RecordSuccess(mode, c, r, totals);
+    const auto [steps_now, lost_now] = RecordSuccess(mode, c, r, totals);
     // Hold further dispatch for the control loop to take the checkpoint.
     if (mode == TRAIN && CheckpointDue()) queue->Pause();
     if (mode == TRAIN && log_ != nullptr) {
@@ -242,6 +277,8 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
       f->set_steps(r.steps());
       f->set_examples(r.examples());
       f->set_loss_sum(r.loss_sum());
+      f->set_global_steps(steps_now);
+      f->set_lost_steps(lost_now);
       Log(rec, /*sync=*/false);
     }
   };
@@ -297,8 +334,12 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
       queue.Pause();
       if (queue.WaitUntilIdle(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s)) &&
           !ps_failed_) {
-        if (absl::Status s = Checkpoint(); !s.ok()) {
-          Event("checkpoint_failed", s.ToString());
+        // A failure is retried later (CheckpointDue says when); only one
+        // that fails the job (checkpoint.on_failure: fail) ends the phase.
+        error = CheckpointWithRetries(/*final=*/false);
+        if (!error.ok()) {
+          queue.Stop(error);
+          break;
         }
       }
       queue.Resume();
@@ -314,16 +355,17 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
     current_queue_ = nullptr;
     if (mode == TRAIN) train_seconds_ += absl::ToDoubleSeconds(absl::Now() - phase_start_);
   }
-  if (end == PhaseEnd::kRolledBack) {
-    if (!error.ok()) return error;
-    return end;
-  }
+  if (!error.ok()) return error;
+  if (end == PhaseEnd::kRolledBack) return end;
   if (!s.ok()) return s;
   return end;
 }
 
 absl::Status JobRunner::Finish(absl::Status status) {
   stop_health_ = true;
+  if (checkpoints_disabled_metric_ != nullptr && Status().checkpoints_disabled()) {
+    checkpoints_disabled_metric_->Decrement();  // no longer running
+  }
   if (interrupted()) {
     // Not an end: the job resumes in the next coordinator.
     Event("interrupted", "the coordinator is shutting down; the job resumes when it restarts");
@@ -338,6 +380,9 @@ absl::Status JobRunner::Finish(absl::Status status) {
     absl::StatusOr<DescribeJobResponse> last = Describe();
     if (last.ok()) {
       absl::MutexLock lock(&mu_);
+      // What each PS applied, for "applied == steps on every PS".
+      status_.clear_ps_applied_steps();
+      for (const PsLoad& p : last->ps()) status_.add_ps_applied_steps(p.applied_steps());
       final_describe_ = *std::move(last);
     }
     EndOnEveryPs();
@@ -496,7 +541,7 @@ absl::Status JobRunner::Run() {
     Log(rec, /*sync=*/true);
   }
   if (checkpoints_ != nullptr) {
-    if (absl::Status s = Checkpoint(); !s.ok()) return Finish(s);
+    if (absl::Status s = CheckpointWithRetries(/*final=*/true); !s.ok()) return Finish(s);
   }
   return Finish(absl::OkStatus());
 }

@@ -14,13 +14,21 @@
 //   worker, with backoff; one that fails `max_attempts` times fails the job
 //   with a message naming it. A worker that stops answering health checks
 //   gets no work until it answers again (a restarted worker is set up anew).
+//   One that has failed them for `worker_timeout_s` (hung, e.g. SIGSTOPped)
+//   is declared lost: its calls in flight are cancelled and their closures
+//   run on other workers without counting an attempt. Each call's deadline
+//   is a multiple of the job's longest closure (closure_deadline.h).
 //   Closure ids are a function of (epoch, split), and every push carries
 //   (closure id, step): the PS applies each step once, so a retried closure
 //   never applies a gradient twice.
 // - With a checkpoint directory, checkpoints are taken every `every_steps`
 //   steps and/or `every_seconds` seconds and at the end, with dispatch
 //   paused so that each is a consistent cut; the data position (epoch and the
-//   splits finished in it) goes into the manifest.
+//   splits finished in it) goes into the manifest. A checkpoint that cannot
+//   be written is retried `checkpoint.max_retries` times, with backoff, while
+//   training goes on; then the job fails or goes on without checkpoints
+//   (`checkpoint.on_failure`). Each kind of failure is logged once, repeats
+//   as counts.
 // - When a PS stops answering, dispatch pauses; once every PS answers again
 //   (within ps_recovery_timeout_s), every PS is restored from the newest
 //   complete checkpoint and training resumes from its data position. The log
@@ -37,10 +45,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -52,11 +62,18 @@
 #include "common/model_variables.h"
 #include "common/ps_client.h"
 #include "coordinator/core/checkpoint_manager.h"
+#include "coordinator/core/closure_deadline.h"
 #include "coordinator/core/closure_queue.h"
 #include "coordinator/core/health_checker.h"
 #include "coordinator/core/job_log.h"
 #include "coordinator/core/worker_client.h"
 #include "protos/coordinator.pb.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Registry;
+}  // namespace prometheus
 
 namespace pscluster {
 
@@ -84,6 +101,10 @@ struct JobRunnerOptions {
   // How long a job waits, at its start, for every PS and worker to answer
   // their health checks (needs `health`) before it fails naming the missing.
   absl::Duration cluster_wait = absl::Seconds(120);
+  // Coordinator metrics (pscluster_checkpoint_failures_total, and the gauge
+  // pscluster_checkpoints_disabled: running jobs that gave up checkpoints);
+  // null: none. Shared by every job of the coordinator.
+  std::shared_ptr<prometheus::Registry> registry;
   // Per-PS memory limit for a job's parameters plus optimizer slots, in bytes
   // (checked at submit time against the job's variable plan); 0: no limit.
   int64_t ps_memory_limit_bytes = 0;
@@ -155,10 +176,28 @@ class JobRunner {
                                     int64_t closure_examples, PhaseTotals* totals)
       ABSL_LOCKS_EXCLUDED(mu_);
   void DispatchLoop(int worker, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals);
-  void RecordSuccess(ClosureMode mode, const Closure& c, const RunClosureResponse& r,
-                     PhaseTotals* totals) ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns the job's training steps done (this closure's included) and its
+  // lost steps so far, for the job log.
+  std::pair<int64_t, int64_t> RecordSuccess(ClosureMode mode, const Closure& c,
+                                            const RunClosureResponse& r, PhaseTotals* totals)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Quiesced checkpoint of the current position. REQUIRES: no closure in flight.
   absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  // Checkpoint() under checkpoint.on_failure / max_retries: a failed attempt
+  // is counted and logged (rate-limited) and the next one waits for the
+  // backoff and the next trigger; at the `final` checkpoint, with no training
+  // left, it waits the backoff out here. Returns OK unless the job must fail
+  // (retries exhausted with on_failure: fail, or a PS failure at the final
+  // checkpoint). Skipped once checkpoints are disabled.
+  // REQUIRES: no closure in flight.
+  absl::Status CheckpointWithRetries(bool final) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records failed attempt `error`; true when the job gives up checkpointing
+  // (sets `backoff` to the wait before the next attempt otherwise).
+  // `ps_failure`: a PS failed (not the storage); it uses up no retry.
+  bool CheckpointFailed(const absl::Status& error, bool ps_failure, absl::Duration* backoff)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // A checkpoint is due: its trigger fired, no retry backoff is running and
+  // checkpoints are not disabled.
   bool CheckpointDue() const ABSL_LOCKS_EXCLUDED(mu_);
   // After a PS failure: waits for every PS, restores the newest checkpoint
   // and rewinds the data position. REQUIRES: no closure in flight.
@@ -191,6 +230,9 @@ class JobRunner {
   const std::string checkpoint_dir_;
   const int max_attempts_;
   std::unique_ptr<CheckpointManager> checkpoints_;
+  // From options_.registry; null without one.
+  prometheus::Counter* checkpoint_failures_metric_ = nullptr;
+  prometheus::Gauge* checkpoints_disabled_metric_ = nullptr;
   std::unique_ptr<JobLog> log_;
   VariablePlan plan_;              // written by Prepare before dispatch starts
   SetupJobRequest setup_request_;  // likewise; re-sent to a worker that lost the job
@@ -200,6 +242,11 @@ class JobRunner {
   // Set once Prepare has touched the PS tasks (this job's namespace may exist).
   std::atomic<bool> touched_ps_{false};
   std::unique_ptr<std::atomic<bool>[]> worker_down_;
+  // Times HealthLoop declared each worker lost (DispatchOptions).
+  std::unique_ptr<std::atomic<int64_t>[]> worker_losses_;
+  // RunClosure(s) deadlines, from the job's own closures of each kind.
+  ClosureDeadline train_deadline_;
+  ClosureDeadline eval_deadline_;
   std::atomic<bool> stop_health_{false};
 
   mutable absl::Mutex mu_;
@@ -221,7 +268,22 @@ class JobRunner {
   std::vector<uint64_t> ps_incarnation_ ABSL_GUARDED_BY(mu_);
   int64_t steps_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
+  // Checkpoint failures: failed storage attempts since the last success, no
+  // attempt before `next_checkpoint_attempt_`, and per kind of error (code
+  // and errno text) how many failed since its last log line, and when that
+  // line was.
+  int64_t checkpoint_retries_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_checkpoint_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  struct FailureKind {
+    int64_t unlogged = 0;
+    absl::Time logged;
+  };
+  std::map<std::string, FailureKind> checkpoint_failure_kinds_ ABSL_GUARDED_BY(mu_);
   std::vector<JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  // Rate limit of the warning about failed job-log appends.
+  absl::Mutex log_warning_mu_;
+  int64_t log_failures_ ABSL_GUARDED_BY(log_warning_mu_) = 0;
+  absl::Time last_log_warning_ ABSL_GUARDED_BY(log_warning_mu_) = absl::InfinitePast();
   // Describe() taken as the job ended, before its namespaces were freed.
   std::optional<DescribeJobResponse> final_describe_ ABSL_GUARDED_BY(mu_);
   // Events recorded before the job log was open, appended when it opens.

@@ -1,5 +1,7 @@
 // JobRunner's fault tolerance: preparing (fresh, or resumed from a checkpoint
 // or the job log), checkpoints, health checks and PS recovery.
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -103,6 +105,37 @@ absl::Status JobRunner::Prepare() {
       return s;
     }
   }
+  {
+    // Every step trained so far: the job log's closures (all of them, those
+    // rolled back included), or at least what the checkpoint covers.
+    int64_t trained = 0;
+    for (const JobLogRecord& r : history) {
+      if (r.has_closure_finished()) trained += r.closure_finished().steps();
+    }
+    absl::MutexLock lock(&mu_);
+    status_.set_steps_trained(std::max(trained, status_.steps()));
+  }
+  if (restored) {
+    // A restarted coordinator: the steps its predecessor had done past the
+    // checkpoint are trained again, and count as lost.
+    int64_t logged_steps = 0, logged_lost = 0;
+    for (const JobLogRecord& r : history) {
+      if (!r.has_closure_finished()) continue;
+      logged_steps = r.closure_finished().global_steps();
+      logged_lost = r.closure_finished().lost_steps();
+    }
+    int64_t lost = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      lost = std::max<int64_t>(0, logged_steps - status_.steps());
+      status_.set_lost_steps(std::max(status_.lost_steps(), logged_lost) + lost);
+      ++version_;
+    }
+    if (lost > 0) {
+      Event("resumed", absl::StrCat(lost, " steps done before the coordinator restarted were past "
+                                    "the checkpoint and are trained again (counted as lost)"));
+    }
+  }
   if (!restored) {
     if (!options_.resume) {
       // A fresh job starts from its initializers, even if a namespace of the
@@ -126,6 +159,7 @@ absl::Status JobRunner::Prepare() {
         epoch_ = r.epoch_finished().epoch() + 1;
         finished_splits_.clear();
       } else if (r.has_closure_finished() && r.closure_finished().epoch() == epoch_) {
+        status_.set_lost_steps(std::max(status_.lost_steps(), r.closure_finished().lost_steps()));
         if (finished_splits_.insert(r.closure_finished().split()).second) {
           status_.set_steps(status_.steps() + r.closure_finished().steps());
           status_.set_examples(status_.examples() + r.closure_finished().examples());
@@ -178,6 +212,7 @@ absl::Status JobRunner::RestorePosition() {
   // Counters of failures survive a coordinator restart through the manifest.
   status_.set_ps_recoveries(std::max(status_.ps_recoveries(), history.ps_recoveries()));
   status_.set_lost_steps(std::max(status_.lost_steps(), history.lost_steps()));
+  status_.set_workers_lost(std::max(status_.workers_lost(), history.workers_lost()));
   if (status_.last_recovery_seconds() == 0) {
     status_.set_last_recovery_seconds(history.last_recovery_seconds());
   }
@@ -197,6 +232,7 @@ absl::Status JobRunner::RestorePosition() {
 bool JobRunner::CheckpointDue() const {
   if (checkpoints_ == nullptr) return false;
   absl::MutexLock lock(&mu_);
+  if (status_.checkpoints_disabled() || absl::Now() < next_checkpoint_attempt_) return false;
   const CheckpointSpec& c = spec_.checkpoint;
   return (c.every_steps > 0 && status_.steps() - steps_at_checkpoint_ >= c.every_steps) ||
          (c.every_seconds > 0 &&
@@ -215,6 +251,7 @@ absl::Status JobRunner::Checkpoint() {
     *history.mutable_epochs() = status_.epochs();
     history.set_ps_recoveries(status_.ps_recoveries());
     history.set_lost_steps(status_.lost_steps());
+    history.set_workers_lost(status_.workers_lost());
     history.set_last_recovery_seconds(status_.last_recovery_seconds());
     history.set_checkpoints(status_.checkpoints() + 1);
     m.set_epoch_results(history.SerializeAsString());
@@ -244,8 +281,128 @@ absl::Status JobRunner::Checkpoint() {
   return absl::OkStatus();
 }
 
+absl::Status JobRunner::CheckpointWithRetries(bool final) {
+  const CheckpointSpec& c = spec_.checkpoint;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (status_.checkpoints_disabled()) break;
+    }
+    const absl::Status s = Checkpoint();
+    if (s.ok()) {
+      absl::MutexLock lock(&mu_);
+      checkpoint_retries_ = 0;
+      next_checkpoint_attempt_ = absl::InfinitePast();
+      return absl::OkStatus();
+    }
+    const bool ps_failure = IsPsFailure(s) || ps_failed_;
+    absl::Duration backoff;
+    if (CheckpointFailed(s, ps_failure, &backoff)) {
+      if (c.on_failure == CheckpointSpec::OnFailure::kFail) {
+        return absl::Status(s.code(), absl::StrCat("checkpoint failed ", c.max_retries + 1,
+                                                   " times (checkpoint.on_failure: fail): ",
+                                                   s.message()));
+      }
+      break;
+    }
+    if (!final) return absl::OkStatus();  // training goes on; CheckpointDue says when to retry
+    // The job cannot end with its PS state lost; PS recovery is over.
+    if (ps_failure) return s;
+    // No training is left to wait for: wait the backoff out here.
+    const absl::Time until = absl::Now() + backoff;
+    for (absl::Time now = absl::Now(); now < until; now = absl::Now()) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (cancelled_) return absl::CancelledError("job cancelled");
+      }
+      absl::SleepFor(std::min(until - now, absl::Milliseconds(50)));
+    }
+  }
+  if (final) {
+    Event("checkpoint", absl::StrCat("no final checkpoint: checkpoints were given up after ",
+                                      Status().checkpoint_failures(), " failures"));
+  }
+  return absl::OkStatus();
+}
+
+bool JobRunner::CheckpointFailed(const absl::Status& error, bool ps_failure,
+                                 absl::Duration* backoff) {
+  const CheckpointSpec& c = spec_.checkpoint;
+  const absl::Time now = absl::Now();
+  const std::string message(error.message());
+  // The kind of a failure: its code and the errno text that ends its message.
+  const size_t colon = message.rfind(": ");
+  const std::string kind = absl::StrCat(
+      absl::StatusCodeToString(error.code()), ": ",
+      colon == std::string::npos ? message : message.substr(colon + 2));
+  bool give_up, first;
+  int64_t attempt, repeats = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    status_.set_checkpoint_failures(status_.checkpoint_failures() + 1);
+    status_.set_checkpoint_error(message);
+    // A PS that is down or restarted is PS recovery's business: it does not
+    // use up the storage's retries.
+    if (!ps_failure) ++checkpoint_retries_;
+    attempt = checkpoint_retries_;
+    give_up = !ps_failure && checkpoint_retries_ > c.max_retries;
+    if (give_up && c.on_failure == CheckpointSpec::OnFailure::kContinue) {
+      status_.set_checkpoints_disabled(true);
+      if (checkpoints_disabled_metric_ != nullptr) checkpoints_disabled_metric_->Increment();
+    }
+    if (checkpoint_failures_metric_ != nullptr) checkpoint_failures_metric_->Increment();
+    // The next attempt waits for the backoff and for the trigger to fire
+    // again, so training always goes on in between.
+    *backoff = absl::Seconds(c.retry_backoff_s) *
+               static_cast<double>(int64_t{1} << std::min<int64_t>(std::max<int64_t>(attempt, 1) - 1, 20));
+    next_checkpoint_attempt_ = now + *backoff;
+    steps_at_checkpoint_ = status_.steps();
+    last_checkpoint_time_ = now;
+    auto [it, inserted] = checkpoint_failure_kinds_.try_emplace(kind);
+    first = inserted;
+    if (first) {
+      it->second.logged = now;
+    } else if (give_up || now - it->second.logged >= absl::Seconds(30)) {
+      repeats = it->second.unlogged + 1;
+      it->second.unlogged = 0;
+      it->second.logged = now;
+    } else {
+      ++it->second.unlogged;
+    }
+    ++version_;
+  }
+  // One line per kind of failure, repeats as counts (at most every 30 s),
+  // and one when giving up.
+  if (give_up) {
+    Event("checkpoint_failed",
+          absl::StrCat("checkpoint failed ", attempt, " times in a row (", c.max_retries,
+                       " retries): ", message, "; ",
+                       c.on_failure == CheckpointSpec::OnFailure::kFail
+                           ? "the job fails (checkpoint.on_failure: fail)"
+                           : "training goes on without checkpoints (checkpoint.on_failure: "
+                             "continue)"));
+  } else if (first) {
+    Event("checkpoint_failed",
+          absl::StrCat(message, "; ",
+                       ps_failure ? std::string("a PS failed: PS recovery takes over")
+                                  : absl::StrCat("retry ", attempt, " of ", c.max_retries,
+                                                 " after ", absl::FormatDuration(*backoff),
+                                                 " and the next checkpoint trigger; training "
+                                                 "goes on")));
+  } else if (repeats > 0) {
+    Event("checkpoint_failed", absl::StrCat("checkpoint failed ", repeats,
+                                            " more times since the last report: ", message));
+  }
+  return give_up;
+}
+
 void JobRunner::HealthLoop() {
   const absl::Duration interval = absl::Seconds(spec_.fault_tolerance.health_check_interval_s);
+  const absl::Duration worker_timeout = absl::Seconds(spec_.fault_tolerance.worker_timeout_s);
+  // When each worker began failing its health checks (InfiniteFuture while
+  // it answers), and whether it is declared lost.
+  std::vector<absl::Time> down_since(workers_.size(), absl::InfiniteFuture());
+  std::vector<bool> lost(workers_.size(), false);
   while (!stop_health_) {
     for (size_t p = 0; p < ps_.size() && !ps_failed_; ++p) {
       absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
@@ -260,6 +417,7 @@ void JobRunner::HealthLoop() {
       }
     }
     for (size_t w = 0; w < workers_.size(); ++w) {
+      const absl::Time checked = absl::Now();
       const bool down = !options_.health->CheckWorker(static_cast<int>(w)).ok();
       if (down != worker_down_[w]) {
         Event(down ? "worker_down" : "worker_up",
@@ -267,6 +425,29 @@ void JobRunner::HealthLoop() {
                            down ? "not answering" : "back"));
       }
       worker_down_[w] = down;
+      if (!down) {
+        down_since[w] = absl::InfiniteFuture();
+        lost[w] = false;
+        continue;
+      }
+      down_since[w] = std::min(down_since[w], checked);
+      const absl::Duration silent = absl::Now() - down_since[w];
+      if (silent < worker_timeout) continue;
+      // Hung or gone for worker_timeout_s: what it runs is given up on (and
+      // re-dispatched by the dispatch loop). Cancelled on every pass while
+      // it is lost, so that no call that slipped in waits for its deadline.
+      if (!lost[w]) {
+        lost[w] = true;
+        ++worker_losses_[w];  // before the cancel: dispatch does not count the attempt
+        Update([](JobStatusProto* s) { s->set_workers_lost(s->workers_lost() + 1); });
+        Event("worker_lost",
+              absl::StrFormat("worker %d (%s) has failed every health check for %.1f s "
+                              "(worker_timeout_s %g): declared lost; its closures in flight "
+                              "are cancelled and re-dispatched",
+                              w, workers_[w]->address(), absl::ToDoubleSeconds(silent),
+                              spec_.fault_tolerance.worker_timeout_s));
+      }
+      workers_[w]->CancelCalls();
     }
     absl::SleepFor(interval);
   }

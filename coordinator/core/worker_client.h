@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "protos/worker.pb.h"
 
 namespace pscluster {
@@ -17,21 +19,32 @@ class WorkerClient {
   // Where the worker is, for messages ("127.0.0.1:4242", "in-process").
   virtual std::string address() const = 0;
   virtual absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) = 0;
-  virtual absl::Status RunClosure(const RunClosureRequest& request,
+  // Runs one closure. `timeout` bounds the call (DEADLINE_EXCEEDED past it;
+  // ClosureDeadline picks it); in-process workers may ignore it.
+  virtual absl::Status RunClosure(const RunClosureRequest& request, absl::Duration timeout,
                                   RunClosureResponse* response) = 0;
-  // Several closures in one round trip; each result carries its own status
-  // (WorkerState::RunClosures). An error returned here (the RPC failed) is
-  // every closure's. This default runs them through RunClosure one by one.
-  virtual absl::Status RunClosures(const RunClosuresRequest& request,
+  // Several closures in one round trip under one `timeout`; each result
+  // carries its own status (WorkerState::RunClosures). An error returned here
+  // (the RPC failed) is every closure's. This default runs them through
+  // RunClosure one by one.
+  virtual absl::Status RunClosures(const RunClosuresRequest& request, absl::Duration timeout,
                                    RunClosuresResponse* response) {
+    const absl::Time deadline = absl::Now() + timeout;
     for (const RunClosureRequest& closure : request.closures()) {
       ClosureResult* result = response->add_results();
-      const absl::Status s = RunClosure(closure, result->mutable_response());
+      const absl::Status s = RunClosure(closure, deadline - absl::Now(), result->mutable_response());
       result->set_code(static_cast<int32_t>(s.code()));
       result->set_message(std::string(s.message()));
     }
     return absl::OkStatus();
   }
+  // Cancels every call to this worker now in flight, from any thread: each
+  // returns CANCELLED soon after. Calls made later are not affected. For a
+  // worker declared lost (it stopped answering health checks) whose calls
+  // would otherwise wait for their deadline. The worker itself may still run
+  // the closures (their pushes are applied once: exactly-once keys). This
+  // default does nothing (in-process workers, test fakes).
+  virtual void CancelCalls() {}
   virtual absl::Status Ping(const PingRequest& request, PingResponse* response) = 0;
 };
 

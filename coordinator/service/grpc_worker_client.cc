@@ -1,5 +1,7 @@
 #include "coordinator/service/grpc_worker_client.h"
 
+#include <algorithm>
+
 #include "rpc/rpc_util.h"
 
 namespace pscluster {
@@ -9,25 +11,50 @@ GrpcWorkerClient::GrpcWorkerClient(std::string address, GrpcWorkerClientOptions 
       options_(options),
       stub_(Worker::NewStub(MakeChannel(address_))) {}
 
-absl::Status GrpcWorkerClient::SetupJob(const SetupJobRequest& request,
-                                        SetupJobResponse* response) {
+absl::Status GrpcWorkerClient::Call(std::chrono::milliseconds timeout,
+                                    const std::function<grpc::Status(grpc::ClientContext*)>& rpc) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.setup_timeout);
-  return FromGrpcStatus(stub_->SetupJob(&ctx, request, response));
+  SetDeadline(&ctx, timeout);
+  {
+    absl::MutexLock lock(&mu_);
+    active_.insert(&ctx);
+  }
+  const grpc::Status s = rpc(&ctx);
+  {
+    absl::MutexLock lock(&mu_);
+    active_.erase(&ctx);
+  }
+  return FromGrpcStatus(s);
 }
 
-absl::Status GrpcWorkerClient::RunClosure(const RunClosureRequest& request,
+void GrpcWorkerClient::CancelCalls() {
+  // Under the lock, so that no context is destroyed while it is cancelled.
+  // TryCancel does not block on the call.
+  absl::MutexLock lock(&mu_);
+  for (grpc::ClientContext* ctx : active_) ctx->TryCancel();
+}
+
+std::chrono::milliseconds GrpcWorkerClient::ClosureTimeout(absl::Duration timeout) const {
+  if (timeout >= absl::FromChrono(options_.closure_timeout)) return options_.closure_timeout;
+  return std::max(absl::ToChronoMilliseconds(timeout), std::chrono::milliseconds(1));
+}
+
+absl::Status GrpcWorkerClient::SetupJob(const SetupJobRequest& request,
+                                        SetupJobResponse* response) {
+  return Call(options_.setup_timeout,
+              [&](grpc::ClientContext* ctx) { return stub_->SetupJob(ctx, request, response); });
+}
+
+absl::Status GrpcWorkerClient::RunClosure(const RunClosureRequest& request, absl::Duration timeout,
                                           RunClosureResponse* response) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.closure_timeout);
-  return FromGrpcStatus(stub_->RunClosure(&ctx, request, response));
+  return Call(ClosureTimeout(timeout),
+              [&](grpc::ClientContext* ctx) { return stub_->RunClosure(ctx, request, response); });
 }
 
 absl::Status GrpcWorkerClient::RunClosures(const RunClosuresRequest& request,
-                                           RunClosuresResponse* response) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.closure_timeout);
-  return FromGrpcStatus(stub_->RunClosures(&ctx, request, response));
+                                           absl::Duration timeout, RunClosuresResponse* response) {
+  return Call(ClosureTimeout(timeout),
+              [&](grpc::ClientContext* ctx) { return stub_->RunClosures(ctx, request, response); });
 }
 
 absl::Status GrpcWorkerClient::Ping(const PingRequest& request, PingResponse* response) {

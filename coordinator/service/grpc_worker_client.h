@@ -3,16 +3,21 @@
 #define PSCLUSTER_COORDINATOR_SERVICE_GRPC_WORKER_CLIENT_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/core/worker_client.h"
 #include "protos/worker.grpc.pb.h"
 
 namespace pscluster {
 
 struct GrpcWorkerClientOptions {
-  // Deadline of SetupJob (loads data) and RunClosure (runs N steps).
+  // Deadline of SetupJob (loads data), and the longest deadline of
+  // RunClosure(s) (runs N steps): a longer `timeout` asked for is cut to it.
   std::chrono::milliseconds setup_timeout{120000};
   std::chrono::milliseconds closure_timeout{300000};
   std::chrono::milliseconds ping_timeout{5000};
@@ -24,17 +29,28 @@ class GrpcWorkerClient final : public WorkerClient {
 
   std::string address() const override { return address_; }
   absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override;
-  absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response) override;
-  // One RunClosures RPC under closure_timeout. UNIMPLEMENTED from a worker
-  // that predates it.
-  absl::Status RunClosures(const RunClosuresRequest& request,
+  absl::Status RunClosure(const RunClosureRequest& request, absl::Duration timeout,
+                          RunClosureResponse* response) override;
+  // One RunClosures RPC. UNIMPLEMENTED from a worker that predates it.
+  absl::Status RunClosures(const RunClosuresRequest& request, absl::Duration timeout,
                            RunClosuresResponse* response) override;
+  // TryCancel()s the context of every SetupJob and RunClosure(s) in flight.
+  void CancelCalls() override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Ping(const PingRequest& request, PingResponse* response) override;
 
  private:
+  // Runs `rpc` under a context with `timeout` that CancelCalls can reach.
+  absl::Status Call(std::chrono::milliseconds timeout,
+                    const std::function<grpc::Status(grpc::ClientContext*)>& rpc)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::chrono::milliseconds ClosureTimeout(absl::Duration timeout) const;
+
   const std::string address_;
   const GrpcWorkerClientOptions options_;
   std::unique_ptr<Worker::Stub> stub_;
+  absl::Mutex mu_;
+  // Contexts of the calls in flight; each is removed before it is destroyed.
+  absl::flat_hash_set<grpc::ClientContext*> active_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pscluster

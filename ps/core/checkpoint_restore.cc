@@ -196,9 +196,7 @@ absl::Status RestoreTargets::ReadTable(const std::string& path, const HashTableC
   return absl::OkStatus();
 }
 
-absl::Status RestoreTargets::ReadFile(const std::string& path,
-                                      absl::flat_hash_set<std::pair<int64_t, int64_t>>* keys,
-                                      int64_t* retired_below) {
+absl::Status RestoreTargets::ReadFile(const std::string& path, SavedKeys* saved) {
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFileReader> reader, CheckpointFileReader::Open(path));
   std::string bytes;
   ASSIGN_OR_RETURN(bool more, reader->Next(&bytes));
@@ -230,8 +228,9 @@ absl::Status RestoreTargets::ReadFile(const std::string& path,
         if (k.closure_ids_size() != k.steps_size()) {
           return DataLoss(path, "applied keys: closure_ids and steps differ in length");
         }
-        for (int i = 0; i < k.steps_size(); ++i) keys->emplace(k.closure_ids(i), k.steps(i));
-        *retired_below = std::max(*retired_below, k.retired_below());
+        for (int i = 0; i < k.steps_size(); ++i) saved->keys.emplace(k.closure_ids(i), k.steps(i));
+        saved->retired_below = std::max(saved->retired_below, k.retired_below());
+        saved->counters_by_ps[header.ps_index()] = {k.applied_steps(), k.duplicate_steps()};
         keys_seen = true;
         break;
       }

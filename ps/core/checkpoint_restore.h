@@ -29,6 +29,17 @@
 namespace pscluster {
 namespace variable_store_internal {
 
+// What the files' AppliedKeys records say, merged over every file read.
+struct SavedKeys {
+  // The union of the files' applied keys.
+  absl::flat_hash_set<std::pair<int64_t, int64_t>> keys;
+  // The highest pruning watermark (AppliedKeys.retired_below).
+  int64_t retired_below = 0;
+  // Each file's step counters (applied, duplicate) by the index of the PS
+  // that saved it (CheckpointDataHeader.ps_index).
+  absl::flat_hash_map<int, std::pair<int64_t, int64_t>> counters_by_ps;
+};
+
 class RestoreTargets {
  public:
   // REQUIRES: num_ps >= 1.
@@ -41,15 +52,12 @@ class RestoreTargets {
   absl::Status Add(Variable* var);
 
   // Reads one data file (verified before: size and checksum) into the
-  // targets, its applied keys into *keys, and raises *retired_below to the
-  // file's pruning watermark (AppliedKeys.retired_below).
+  // targets and its AppliedKeys record into *saved.
   // DATA_LOSS naming the file: a malformed or inconsistent record, no header,
   //   or no final applied-keys record.
   // FAILED_PRECONDITION: another format version; a saved variable whose
   //   kind, shape, row width or optimizer differs from its target's.
-  absl::Status ReadFile(const std::string& path,
-                        absl::flat_hash_set<std::pair<int64_t, int64_t>>* keys,
-                        int64_t* retired_below);
+  absl::Status ReadFile(const std::string& path, SavedKeys* saved);
 
   // After every file: checks that every target was found and fully covered,
   // loads the hash tables (evicting rows past max_rows by policy), sets the

@@ -164,6 +164,10 @@ TEST(JobStoresTest, PrunedKeysAreForgottenButStayDuplicatesAcrossSaveAndRestore)
   StatsResponse stats;
   ASSERT_TRUE(restarted.Stats(sreq, &stats).ok());
   EXPECT_EQ(stats.held_keys(), 12);
+  // The step counters came back with the checkpoint: 51 applied and 2
+  // dropped before the save, one more of each after the restore.
+  EXPECT_EQ(stats.applied_steps(), 52);
+  EXPECT_EQ(stats.duplicate_steps(), 4);
   unlink(saved.path().c_str());
   rmdir(dir);
 }

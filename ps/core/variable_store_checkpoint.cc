@@ -136,6 +136,8 @@ absl::Status VariableStore::Save(const SaveRequest& request, SaveResponse* respo
     std::sort(sorted.begin(), sorted.end());
     AppliedKeys* out = keys.mutable_applied_keys();
     out->set_retired_below(retired_below_);
+    out->set_applied_steps(applied_steps_.load(std::memory_order_relaxed));
+    out->set_duplicate_steps(duplicate_steps_.load(std::memory_order_relaxed));
     for (const auto& [closure, step] : sorted) {
       out->add_closure_ids(closure);
       out->add_steps(step);
@@ -164,10 +166,21 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
 
   // 2. Verify every file, then fill the targets from all of them.
   for (const CheckpointFile& file : request.files()) RETURN_IF_ERROR(VerifyCheckpointFile(file));
-  absl::flat_hash_set<std::pair<int64_t, int64_t>> keys;
-  int64_t retired_below = 0;
+  variable_store_internal::SavedKeys saved;
   for (const CheckpointFile& file : request.files()) {
-    RETURN_IF_ERROR(targets.ReadFile(file.path(), &keys, &retired_below));
+    RETURN_IF_ERROR(targets.ReadFile(file.path(), &saved));
+  }
+  // The step counters: those of the file this PS index saved (the same
+  // layout restored), else the highest of any file (every step reaches
+  // every PS that holds a dense variable, so their counts agree).
+  std::pair<int64_t, int64_t> counters{0, 0};
+  if (auto it = saved.counters_by_ps.find(request.ps_index()); it != saved.counters_by_ps.end()) {
+    counters = it->second;
+  } else {
+    for (const auto& [ps, c] : saved.counters_by_ps) {
+      counters.first = std::max(counters.first, c.first);
+      counters.second = std::max(counters.second, c.second);
+    }
   }
   ASSIGN_OR_RETURN(const int64_t rows, targets.Finish());
 
@@ -184,8 +197,10 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
       variables_.swap(map);
     }
     absl::MutexLock lock(&applied_mu_);
-    applied_keys_.swap(keys);
-    retired_below_ = retired_below;
+    applied_keys_.swap(saved.keys);
+    retired_below_ = saved.retired_below;
+    applied_steps_ = counters.first;
+    duplicate_steps_ = counters.second;
   }
   // The old variables are destroyed here, outside every lock.
   response->set_variables(static_cast<int64_t>(request.variables().variables_size()));
