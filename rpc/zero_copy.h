@@ -15,6 +15,7 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -65,17 +66,25 @@ class MessagePool {
       }
     }
     if (message == nullptr) message = std::make_unique<T>();
-    return std::shared_ptr<T>(message.release(), [this](T* m) { Release(m); });
+    uint64_t generation;
+    {
+      absl::MutexLock lock(&mu_);
+      generation = generation_;
+    }
+    return std::shared_ptr<T>(message.release(),
+                              [this, generation](T* m) { Release(m, generation); });
   }
 
-  // Frees every message on the free list (those in use return to it as
-  // usual); e.g. when the job whose tensors they were sized for has ended.
+  // Frees every message on the free list, and those in use (e.g. still held
+  // by gRPC until it has sent them) when they are released; e.g. when the
+  // job whose tensors they were sized for has ended.
   void Clear() {
     std::vector<std::pair<std::unique_ptr<T>, size_t>> free;
     {
       absl::MutexLock lock(&mu_);
       free.swap(free_);
       free_bytes_ = 0;
+      ++generation_;
     }
   }
 
@@ -86,10 +95,11 @@ class MessagePool {
   }
 
  private:
-  void Release(T* m) {
+  void Release(T* m, uint64_t generation) {
     std::unique_ptr<T> message(m);
     const size_t bytes = message->SpaceUsedLong();
     absl::MutexLock lock(&mu_);
+    if (generation != generation_) return;  // handed out before a Clear()
     if (free_bytes_ + bytes > max_free_bytes_) {
       ++dropped_;
       return;  // `message` is freed after `lock` is released (declared before it)
@@ -104,6 +114,7 @@ class MessagePool {
   std::vector<std::pair<std::unique_ptr<T>, size_t>> free_ ABSL_GUARDED_BY(mu_);
   size_t free_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   size_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by Clear()
 };
 
 }  // namespace pscluster

@@ -99,5 +99,25 @@ TEST(ZeroCopyTest, PoolReusesMessagesAndDropsOversizedOnes) {
   EXPECT_EQ(pool.dropped(), 1u);
 }
 
+TEST(ZeroCopyTest, ClearFreesTheFreeListAndMessagesStillInUse) {
+  MessagePool<PushRequest> pool(/*max_free_bytes=*/1 << 20);
+  const PushRequest* pooled;
+  {
+    std::shared_ptr<PushRequest> m = pool.Get();
+    pooled = m.get();
+    *m = BigPush(4096);
+  }
+  std::shared_ptr<PushRequest> in_use = pool.Get();  // the pooled one, reused
+  EXPECT_EQ(in_use.get(), pooled);
+  *in_use = BigPush(4096);
+  pool.Clear();
+  in_use.reset();  // handed out before the Clear: freed, not pooled again
+  std::shared_ptr<PushRequest> fresh = pool.Get();
+  EXPECT_EQ(fresh->gradients_size(), 0);
+  const PushRequest* after = fresh.get();
+  fresh.reset();  // handed out after the Clear: pooled as usual
+  EXPECT_EQ(pool.Get().get(), after);
+}
+
 }  // namespace
 }  // namespace pscluster

@@ -198,26 +198,8 @@ echo "clean: eval_accuracy $clean_accuracy, checkpoints $(field "$TMP/clean.json
 CKPT="$TMP/broken-ckpt"
 write_job "$TMP/broken.yaml" "$CKPT" continue softmax
 start=$SECONDS
-timeout 300 "$PSCTL" local "$TMP/broken.yaml" --ps 2 --workers 2 --output json "${BIN_FLAGS[@]}" \
-  --run_dir "$TMP/run-broken" --keep_run_dir > "$TMP/broken.json" 2> "$TMP/broken.err" &
-TPID=$!
-STARTED_PIDS+=("$TPID")
-PSCTL_PID=""
-for _ in $(seq 1 200); do
-  PSCTL_PID="$(pgrep -P "$TPID" | head -n 1 || true)"
-  [[ -n "$PSCTL_PID" ]] && break
-  sleep 0.05
-done
-[[ -n "$PSCTL_PID" ]] || fail "psctl did not start"
-STARTED_PIDS=("$PSCTL_PID" "${STARTED_PIDS[@]}")
-ADDRESS=""
-for _ in $(seq 1 600); do
-  ADDRESS="$(local_coordinator "$TMP/broken.err")"
-  [[ -n "$ADDRESS" ]] && break
-  kill -0 "$PSCTL_PID" 2>/dev/null || break
-  sleep 0.1
-done
-[[ -n "$ADDRESS" ]] || { tail -20 "$TMP/broken.err" >&2; fail "no coordinator address from psctl"; }
+local_in_background "$TMP/broken.json" "$TMP/broken.err" 300 "$TMP/broken.yaml" --ps 2 \
+  --workers 2 --output json "${BIN_FLAGS[@]}" --run_dir "$TMP/run-broken" --keep_run_dir
 wait_progress "$ADDRESS" 0.3 240 || fail "the job did not reach 30 % of its steps"
 read -r steps total _ < <(job_progress "$ADDRESS")
 # Between two saves if it can (at most 2 s): a save in progress when the

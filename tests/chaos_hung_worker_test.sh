@@ -83,19 +83,8 @@ echo "clean run: eval_accuracy $(result "$TMP/clean.json" eval_accuracy)," \
 # --- The run with a hung worker.
 write_job "$TMP/hung.yaml" "$TMP/hung-ckpt"
 hung_start=$SECONDS
-timeout 600 "$PSCTL" local "$TMP/hung.yaml" --ps 2 --workers 2 --describe --output json \
-  "${BIN_FLAGS[@]}" > "$TMP/hung.json" 2> "$TMP/hung.err" &
-TPID=$!
-STARTED_PIDS+=("$TPID")
-PSCTL_PID="" ADDRESS=""
-for _ in $(seq 1 300); do
-  PSCTL_PID="$(pgrep -P "$TPID" | head -n 1 || true)"
-  ADDRESS="$(local_coordinator "$TMP/hung.err")"
-  [[ -n "$PSCTL_PID" && -n "$ADDRESS" ]] && break
-  sleep 0.1
-done
-[[ -n "$PSCTL_PID" && -n "$ADDRESS" ]] || { tail -20 "$TMP/hung.err"; fail "psctl did not start a cluster"; }
-STARTED_PIDS+=("$PSCTL_PID")
+local_in_background "$TMP/hung.json" "$TMP/hung.err" 600 "$TMP/hung.yaml" --ps 2 --workers 2 \
+  --describe --output json "${BIN_FLAGS[@]}"
 
 wait_progress "$ADDRESS" 0.2 300 || { tail -20 "$TMP/hung.err"; fail "the job ended (or stalled) before 20 % of its steps"; }
 STOPPED_PID="$(pgrep -P "$PSCTL_PID" -f worker_server | shuf -n 1 || true)"

@@ -95,18 +95,8 @@ run_case() {
   echo "=== $name"
   rm -rf "$TMP/$name-ckpt"
   write_job "$TMP/$name.yaml" "$TMP/$name-ckpt"
-  timeout 600 "$PSCTL" local "$TMP/$name.yaml" --ps 2 --workers 2 --describe --output json \
-    "${BIN_FLAGS[@]}" > "$TMP/$name.json" 2> "$TMP/$name.err" &
-  TPID=$!
-  STARTED_PIDS+=("$TPID")
-  PSCTL_PID="" ADDRESS=""
-  for _ in $(seq 1 300); do
-    PSCTL_PID="$(pgrep -P "$TPID" | head -n 1 || true)"
-    ADDRESS="$(local_coordinator "$TMP/$name.err")"
-    [[ -n "$PSCTL_PID" && -n "$ADDRESS" ]] && break
-    sleep 0.1
-  done
-  [[ -n "$ADDRESS" ]] || { tail -20 "$TMP/$name.err"; fail "$name: psctl did not start a cluster"; }
+  local_in_background "$TMP/$name.json" "$TMP/$name.err" 600 "$TMP/$name.yaml" --ps 2 \
+    --workers 2 --describe --output json "${BIN_FLAGS[@]}"
   case "$name" in
     sequence)
       at 0.15; kill_children worker_server 1

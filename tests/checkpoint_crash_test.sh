@@ -52,19 +52,8 @@ checkpoint: {dir: $CKPT, every_steps: 20, keep: 3}
 fault_tolerance: {max_attempts: 50, ps_recovery_timeout_s: 60, health_check_interval_s: 0.2}
 YAML
 
-timeout 600 "$PSCTL" local "$TMP/job.yaml" --ps 2 --workers 2 --output json "${BIN_FLAGS[@]}" \
-  --run_dir "$TMP/run" --keep_run_dir \
-  > "$TMP/run.json" 2> "$TMP/run.err" &
-TPID=$!
-STARTED_PIDS+=("$TPID")
-PSCTL_PID=""
-for _ in $(seq 1 200); do
-  PSCTL_PID="$(pgrep -P "$TPID" | head -n 1 || true)"
-  [[ -n "$PSCTL_PID" ]] && break
-  sleep 0.05
-done
-[[ -n "$PSCTL_PID" ]] || fail "psctl did not start"
-STARTED_PIDS=("$PSCTL_PID" "${STARTED_PIDS[@]}")
+local_in_background "$TMP/run.json" "$TMP/run.err" 600 "$TMP/job.yaml" --ps 2 --workers 2 \
+  --output json "${BIN_FLAGS[@]}" --run_dir "$TMP/run" --keep_run_dir
 
 # Wait (at most 120 s) for the first committed checkpoint.
 for _ in $(seq 1 1200); do

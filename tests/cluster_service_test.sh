@@ -231,14 +231,5 @@ echo "ps0 RSS: ${BASE0} kB at start, ${WARM0} kB after A and B, peak ${PEAK0} kB
 ((END0 - WARM0 < 20000)) || fail "ps0 kept $((END0 - WARM0)) kB after C ended"
 ((END1 - WARM1 < 20000)) || fail "ps1 kept $((END1 - WARM1)) kB after C ended"
 
-for name in ps0 ps1 worker0 worker1 coordinator; do
-  pid_var="PID_$name"
-  gone "${!pid_var}" && { show_logs; fail "$name died during the jobs"; }
-  kill -TERM "${!pid_var}"
-done
-for name in ps0 ps1 worker0 worker1 coordinator; do
-  pid_var="PID_$name"
-  for _ in $(seq 1 100); do gone "${!pid_var}" && break; sleep 0.1; done
-  gone "${!pid_var}" || fail "$name did not stop within 10 s of SIGTERM"
-done
+stop_servers ps0 ps1 worker0 worker1 coordinator
 echo PASS

@@ -65,3 +65,43 @@ wait_progress() {
   done
   return 1
 }
+
+# local_in_background STDOUT STDERR SECONDS ARGS...: runs `psctl local ARGS...`
+# under `timeout SECONDS` in the background and waits (at most 60 s) until
+# psctl has started and printed its coordinator. Sets TPID (timeout's pid:
+# wait for it), PSCTL_PID (psctl's: its children are the servers) and
+# ADDRESS (the coordinator); fails the test if no cluster comes up.
+local_in_background() {
+  local out="$1" err="$2" limit="$3"
+  shift 3
+  timeout "$limit" "$PSCTL" local "$@" > "$out" 2> "$err" &
+  TPID=$!
+  STARTED_PIDS+=("$TPID")
+  PSCTL_PID="" ADDRESS=""
+  for _ in $(seq 1 600); do
+    [[ -n "$PSCTL_PID" ]] || PSCTL_PID="$(pgrep -P "$TPID" | head -n 1 || true)"
+    ADDRESS="$(local_coordinator "$err")"
+    [[ -n "$PSCTL_PID" && -n "$ADDRESS" ]] && break
+    kill -0 "$TPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  [[ -n "$PSCTL_PID" && -n "$ADDRESS" ]] ||
+    { tail -20 "$err" >&2; fail "psctl local did not start a cluster"; }
+  STARTED_PIDS=("$PSCTL_PID" "${STARTED_PIDS[@]}")
+}
+
+# stop_servers NAME...: each server's pid is in PID_<NAME>. Fails if one has
+# died, else sends SIGTERM to all and waits at most 10 s for each to exit.
+stop_servers() {
+  local name pid_var
+  for name in "$@"; do
+    pid_var="PID_$name"
+    gone "${!pid_var}" && fail "$name died during the test"
+    kill -TERM "${!pid_var}"
+  done
+  for name in "$@"; do
+    pid_var="PID_$name"
+    for _ in $(seq 1 100); do gone "${!pid_var}" && break; sleep 0.1; done
+    gone "${!pid_var}" || fail "$name did not stop within 10 s of SIGTERM"
+  done
+}

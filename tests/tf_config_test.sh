@@ -159,14 +159,5 @@ PY
 ((rc == 0)) || { show_logs; fail "psctl watch exited $rc"; }
 
 # Every server still runs (none crashed); stop them by pid, bounded.
-for name in ps0 ps1 worker0 worker1 coordinator; do
-  pid_var="PID_$name"
-  gone "${!pid_var}" && { show_logs; fail "$name died during the job"; }
-  kill -TERM "${!pid_var}"
-done
-for name in ps0 ps1 worker0 worker1 coordinator; do
-  pid_var="PID_$name"
-  for _ in $(seq 1 100); do gone "${!pid_var}" && break; sleep 0.1; done
-  gone "${!pid_var}" || fail "$name did not stop within 10 s of SIGTERM"
-done
+stop_servers ps0 ps1 worker0 worker1 coordinator
 echo PASS
