@@ -13,7 +13,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev libcli11-dev
   dataset-fashion-mnist python3 procps
+  prometheus curl
   r-base-core r-cran-dslabs
+  # deploy/ checks: promtool, and Python with PyYAML and pip (kubernetes-validate below)
+  prometheus python3-yaml python3-pip
 )
 
 installed() {
@@ -61,6 +64,24 @@ if [[ ! -s "$movielens" ]]; then
 else
   echo "setup: MovieLens is at $movielens ($(($(wc -l <"$movielens") - 1)) ratings)"
 fi
+
+# --- deploy/ checks (deploy/check_deploy.sh, //deploy:*_test) ---------------
+# kubectl with kustomize comes with the base image (/usr/bin/kubectl); promtool
+# is in PACKAGES above. kubernetes-validate (Kubernetes JSON schemas, offline)
+# is on PyPI only: installed for Debian's python3 into /usr/local/bin, which
+# Bazel tests see on their PATH. Pinned in deploy/requirements-deploy.txt.
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  if ((EUID != 0)); then
+    echo "setup: kubernetes-validate is missing; run ./setup.sh as root" >&2
+    exit 1
+  fi
+  echo "setup: installing kubernetes-validate (PyPI)"
+  /usr/bin/python3 -m pip install --quiet --break-system-packages \
+    -r "$(dirname "$0")/deploy/requirements-deploy.txt"
+fi
+echo "setup: kubernetes-validate $(kubernetes-validate --version)"
+command -v kubectl >/dev/null 2>&1 ||
+  echo "setup: note: kubectl is missing (not a Debian 12 package): //deploy:k8s_manifests_test will be skipped" >&2
 
 nvcc=""
 for dir in ${CUDA_HOME:+"$CUDA_HOME"} /usr/local/cuda; do

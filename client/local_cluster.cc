@@ -145,6 +145,9 @@ absl::Status LocalCluster::Launch(Slot* slot, bool restart) {
   spawn.name = slot->name;
   spawn.argv = {slot->bin, absl::StrCat("--address=127.0.0.1:", slot->port),
                 "--port_file=" + port_file};
+  if (options_.metrics) {
+    spawn.argv.push_back(absl::StrCat("--metrics_address=127.0.0.1:", slot->metrics_port));
+  }
   spawn.argv.insert(spawn.argv.end(), slot->flags.begin(), slot->flags.end());
   spawn.log_path = absl::StrCat(options_.run_dir, "/", slot->name, ".log");
   spawn.append_log = restart;
@@ -167,6 +170,17 @@ absl::Status LocalCluster::WaitForPorts(size_t begin, size_t end) {
       Slot& slot = slots_[i];
       if (slot.port != 0) continue;
       absl::StatusOr<int> port = ReadPortFile(PortFile(options_.run_dir, slot.name));
+      if (port.ok() && options_.metrics) {
+        // Written before the port file (StartServer).
+        absl::StatusOr<int> metrics_port =
+            ReadPortFile(PortFile(options_.run_dir, slot.name) + ".metrics");
+        if (!metrics_port.ok()) {
+          return absl::Status(metrics_port.status().code(),
+                              absl::StrCat(slot.name, " serves no metrics: ",
+                                           metrics_port.status().message()));
+        }
+        slot.metrics_port = *metrics_port;
+      }
       if (port.ok()) {
         slot.port = *port;
         continue;
@@ -204,6 +218,18 @@ ClusterPids LocalCluster::pids() const {
   }
   pids.coordinator = slots_.back().process->pid();
   return pids;
+}
+
+std::optional<ClusterMetricsAddresses> LocalCluster::metrics_addresses() const {
+  if (!options_.metrics) return std::nullopt;
+  auto address = [](const Slot& slot) { return absl::StrCat("127.0.0.1:", slot.metrics_port); };
+  ClusterMetricsAddresses m;
+  for (int i = 0; i < options_.num_ps; ++i) m.ps.push_back(address(slots_[i]));
+  for (int i = 0; i < options_.num_workers; ++i) {
+    m.worker.push_back(address(slots_[options_.num_ps + i]));
+  }
+  m.coordinator = address(slots_.back());
+  return m;
 }
 
 std::map<std::string, int> LocalCluster::restarts() const {

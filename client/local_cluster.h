@@ -68,6 +68,9 @@ struct LocalClusterOptions {
   // and of each worker.
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> worker_flags;
+  // Every child serves Prometheus metrics (--metrics_address=127.0.0.1:0 at
+  // its first start; a restart keeps its metrics port).
+  bool metrics = false;
   // How long each start-up phase (PS+workers, then coordinator) may take.
   absl::Duration start_timeout = absl::Seconds(30);
   // Polled while waiting for port files; returning true aborts Start with
@@ -109,6 +112,8 @@ class LocalCluster {
   const std::string& coordinator_address() const { return coordinator_address_; }
   // The pids of the current (latest) processes.
   ClusterPids pids() const;
+  // Each child's metrics address; nullopt unless options.metrics.
+  std::optional<ClusterMetricsAddresses> metrics_addresses() const;
   // Restarts so far, for every child by name ("ps-0", ..., "coordinator").
   std::map<std::string, int> restarts() const;
 
@@ -129,6 +134,7 @@ class LocalCluster {
     std::string bin;
     std::vector<std::string> flags;  // after --address and --port_file
     int port = 0;                    // 0 until the first port file is read
+    int metrics_port = 0;            // likewise, with options.metrics
     std::unique_ptr<ChildProcess> process;  // the latest process
     absl::Time started;
     int restarts = 0;

@@ -233,6 +233,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   cluster_options.worker_server_bin = options.worker_server_bin;
   cluster_options.coordinator_bin = options.coordinator_bin;
   cluster_options.restart.enabled = options.restart;
+  cluster_options.metrics = options.metrics;
   // The workers share this machine's cores (and the PS use some too): each
   // gets its share for matrix products, so that idle BLAS threads do not
   // spin on cores another process needs.
@@ -274,9 +275,16 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   }
   std::unique_ptr<LocalCluster> cluster = std::move(*started);
   result.pids = cluster->pids();
-  std::fprintf(info, "psctl: cluster up: %d ps, %d workers, coordinator %s; logs in %s\n",
+  result.metrics = cluster->metrics_addresses();
+  std::string metrics_line;
+  if (result.metrics) {
+    metrics_line = absl::StrCat("; metrics coordinator=", result.metrics->coordinator,
+                                " ps=", absl::StrJoin(result.metrics->ps, ","),
+                                " worker=", absl::StrJoin(result.metrics->worker, ","));
+  }
+  std::fprintf(info, "psctl: cluster up: %d ps, %d workers, coordinator %s; logs in %s%s\n",
                options.num_ps, options.num_workers, cluster->coordinator_address().c_str(),
-               cluster_options.run_dir.c_str());
+               cluster_options.run_dir.c_str(), metrics_line.c_str());
   std::fflush(info);
 
   std::shared_ptr<grpc::Channel> channel = MakeChannel(cluster->coordinator_address());

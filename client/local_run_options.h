@@ -25,6 +25,10 @@ struct LocalRunOptions {
   // is never removed.
   std::string run_dir;
   bool keep_run_dir = false;
+  // Every server child serves Prometheus metrics on a free 127.0.0.1 port
+  // (--metrics_address); their addresses are printed and go into the result.
+  // parameter_server only: a one_device run serves no metrics.
+  bool metrics = false;
   // Print the variable layout and what each PS holds (psctl describe) at the
   // end of the job, before the cluster stops.
   bool describe = false;

@@ -1,6 +1,5 @@
 #include "client/progress.h"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -93,6 +92,12 @@ std::string FormatSummary(const JobStatusProto& s, const std::string& checkpoint
                           "  faults          %d PS recoveries, %d workers lost, %d steps lost "
                           "(%d trained in all)\n",
                           s.ps_recoveries(), s.workers_lost(), s.lost_steps(), s.steps_trained());
+  }
+  if (s.ps_applied_steps_size() > 0) {
+    std::string applied;
+    for (int64_t a : s.ps_applied_steps()) absl::StrAppend(&applied, applied.empty() ? "" : ", ", a);
+    // Each PS applies each step once (a PS that holds no variable, none).
+    absl::StrAppendFormat(&out, "  steps applied   %s (by PS 0, 1, ...)\n", applied);
   }
   if (s.checkpoint_failures() > 0) {
     absl::StrAppendFormat(&out, "  checkpoints     %d failed%s: %s\n", s.checkpoint_failures(),

@@ -63,6 +63,10 @@ void AddLocal(CLI::App* app, PsctlCommandLine* cl) {
                   "removed when the job succeeds unless --keep_run_dir; kept when it fails)")
       ->type_name("DIR");
   sub->add_flag("--keep_run_dir", o.keep_run_dir, "keep the temporary run directory");
+  sub->add_flag("--metrics", o.metrics,
+                "every server serves Prometheus /metrics on a free 127.0.0.1 port; the "
+                "addresses are printed when the cluster is up and listed under \"metrics\" in "
+                "--output json (the parameter_server strategy only: one_device serves none)");
   sub->add_flag("--describe", o.describe,
                 "at the end, print each variable's layout over the PS tasks and the bytes each "
                 "PS holds");

@@ -26,7 +26,7 @@ TEST(PsctlCliTest, LocalKeepsEveryFlagSpelling) {
   ASSERT_EQ(
       Parse({"local", "job.yaml", "--ps", "3", "--workers=4", "--output", "json",
              "--run_dir=/tmp/r", "--keep_run_dir", "--describe", "--no-restart", "--timeout_s",
-             "2.5", "--ps_server_bin=/a", "--worker_server_bin", "/b", "--coordinator_bin=/c"},
+             "2.5", "--metrics", "--ps_server_bin=/a", "--worker_server_bin", "/b", "--coordinator_bin=/c"},
             &cl),
       -1);
   EXPECT_EQ(cl.command, "local");
@@ -37,6 +37,7 @@ TEST(PsctlCliTest, LocalKeepsEveryFlagSpelling) {
   EXPECT_EQ(cl.local.run_dir, "/tmp/r");
   EXPECT_TRUE(cl.local.keep_run_dir);
   EXPECT_TRUE(cl.local.describe);
+  EXPECT_TRUE(cl.local.metrics);
   EXPECT_FALSE(cl.local.restart);
   EXPECT_DOUBLE_EQ(cl.local.timeout_s, 2.5);
   EXPECT_EQ(cl.local.ps_server_bin, "/a");
@@ -52,6 +53,7 @@ TEST(PsctlCliTest, LocalDefaultsAndUnderscoreNoRestart) {
   EXPECT_EQ(cl.local.output, OutputFormat::kText);
   EXPECT_FALSE(cl.local.restart);
   EXPECT_FALSE(cl.local.keep_run_dir);
+  EXPECT_FALSE(cl.local.metrics);
   EXPECT_TRUE(cl.local.log_level.empty());
 
   PsctlCommandLine plain;

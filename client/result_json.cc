@@ -63,6 +63,11 @@ nlohmann::json RunResultJson(const RunResult& result) {
                  {"worker", result.pids->worker},
                  {"coordinator", result.pids->coordinator}};
   }
+  if (result.metrics) {
+    j["metrics"] = {{"ps", result.metrics->ps},
+                    {"worker", result.metrics->worker},
+                    {"coordinator", result.metrics->coordinator}};
+  }
   if (result.restarts) j["restarts"] = *result.restarts;
   if (result.describe) j["describe"] = DescribeJson(*result.describe);
   return j;

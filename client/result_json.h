@@ -30,6 +30,13 @@ struct ClusterPids {
   pid_t coordinator = 0;
 };
 
+// "127.0.0.1:PORT" of each child's Prometheus metrics (psctl local --metrics).
+struct ClusterMetricsAddresses {
+  std::vector<std::string> ps;
+  std::vector<std::string> worker;
+  std::string coordinator;
+};
+
 struct RunResult {
   // The job's last status. When psctl never got one (the cluster failed to
   // start, the coordinator vanished) the caller fills state and error itself.
@@ -38,6 +45,8 @@ struct RunResult {
   int ps = 0;
   int workers = 0;
   std::optional<ClusterPids> pids;  // absent when no cluster was started
+  // Absent unless the children serve metrics (psctl local --metrics).
+  std::optional<ClusterMetricsAddresses> metrics;
   // Restarts of each child by name, zeros included ("ps-0", "worker-1",
   // "coordinator"); absent when no cluster was started.
   std::optional<std::map<std::string, int>> restarts;
@@ -65,7 +74,9 @@ nlohmann::json JobStatusJson(const JobStatusProto& status);
 //  "eval_accuracy", "eval_loss", "wall_seconds"}], "pids": {"ps": [..],
 //  "worker": [..], "coordinator": pid} (the latest processes after restarts),
 //  "restarts": {"ps-0": 0, "worker-1": 2, ..., "coordinator": 0} (every
-//  child, zeros included), "error" (only when non-empty)}
+//  child, zeros included), "metrics": {"ps": ["127.0.0.1:P", ..], "worker":
+//  [..], "coordinator": "127.0.0.1:P"} (only with --metrics), "error" (only
+//  when non-empty)}
 // With a describe: "describe": {"variables": [{"name", "kind", "shape",
 // "partitioner", "shards": [{"name", "ps", "row_offset", "rows",
 // "parameter_bytes", "slot_bytes", "evictions"}]}], "ps": [{"ps", "address",

@@ -22,6 +22,8 @@ TEST(ResultJsonTest, CarriesStatusRunAndPids) {
   e->set_eval_accuracy(0.875);
   r.pids = ClusterPids{{11, 12}, {21, 22, 23}, 31};
   r.restarts = std::map<std::string, int>{{"ps-0", 0}, {"worker-1", 2}, {"coordinator", 1}};
+  r.metrics = ClusterMetricsAddresses{{"127.0.0.1:9001", "127.0.0.1:9002"}, {"127.0.0.1:9003"},
+                                      "127.0.0.1:9000"};
 
   // What a consumer does: parse the printed text.
   const nlohmann::json j = nlohmann::json::parse(RunResultJson(r).dump());
@@ -41,6 +43,9 @@ TEST(ResultJsonTest, CarriesStatusRunAndPids) {
   EXPECT_EQ(j["pids"]["worker"], nlohmann::json({21, 22, 23}));
   EXPECT_EQ(j["pids"]["coordinator"], 31);
   EXPECT_EQ(j["restarts"], nlohmann::json({{"ps-0", 0}, {"worker-1", 2}, {"coordinator", 1}}));
+  EXPECT_EQ(j["metrics"]["ps"], nlohmann::json({"127.0.0.1:9001", "127.0.0.1:9002"}));
+  EXPECT_EQ(j["metrics"]["worker"], nlohmann::json({"127.0.0.1:9003"}));
+  EXPECT_EQ(j["metrics"]["coordinator"], "127.0.0.1:9000");
   EXPECT_FALSE(j.contains("error"));
 }
 
@@ -55,6 +60,7 @@ TEST(ResultJsonTest, ErrorAndNoPidsWithoutACluster) {
   EXPECT_EQ(j["strategy"], "one_device");
   EXPECT_FALSE(j.contains("pids"));
   EXPECT_FALSE(j.contains("restarts"));
+  EXPECT_FALSE(j.contains("metrics"));
   EXPECT_TRUE(j["epochs"].is_array());
 }
 

@@ -27,6 +27,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/cluster_config.h"
+#include "coordinator/core/cluster_probe.h"
+#include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/job_manager.h"
 #include "coordinator/service/coordinator_service.h"
 #include "coordinator/service/grpc_health_checker.h"
@@ -144,6 +146,8 @@ int main(int argc, char** argv) {
   runner_options.worker_addresses = worker_addresses;
   runner_options.ps_memory_limit_bytes = absl::GetFlag(FLAGS_ps_memory_limit_bytes);
   runner_options.registry = registry;
+  auto metrics = std::make_shared<pscluster::CoordinatorMetrics>();
+  runner_options.metrics = metrics.get();
   auto jobs = std::make_unique<pscluster::JobManager>(ps, workers, runner_options,
                                                       absl::GetFlag(FLAGS_state_dir));
   absl::StatusOr<int> resumed = jobs->Recover();
@@ -153,12 +157,28 @@ int main(int argc, char** argv) {
   }
   if (*resumed > 0) spdlog::info("coordinator resumed {} unfinished job(s)", *resumed);
   pscluster::CoordinatorService service(jobs.get(), registry);
+  metrics->SetJobSource([manager = jobs.get()] { return manager->List(); });
 
+  options->health_services = {pscluster::Coordinator::service_full_name()};
   auto server = pscluster::StartServer(*options, {&service}, registry);
   if (!server.ok()) {
     std::cerr << "coordinator: " << server.status().message() << "\n";
     return 1;
   }
+  (*server)->AddCollectable(metrics);
+  // The coordinator's service is NOT_SERVING (pscluster.Coordinator: what a
+  // readiness probe asks) while some PS or worker does not answer its health
+  // checks; the server as a whole ("": what a liveness probe asks) stays
+  // SERVING, so that a coordinator waiting for its cluster is not restarted.
+  pscluster::ClusterProbe::Options probe_options;
+  probe_options.num_ps = static_cast<int>(ps_addresses.size());
+  probe_options.num_workers = static_cast<int>(worker_addresses.size());
+  probe_options.metrics = metrics.get();
+  probe_options.on_reachable = [running = server->get()](bool reachable) {
+    if (!reachable) spdlog::warn("cluster not reachable: health NOT_SERVING until every task answers");
+    running->SetServing(pscluster::Coordinator::service_full_name(), reachable);
+  };
+  auto probe = std::make_unique<pscluster::ClusterProbe>(&health, probe_options);
   const std::string host = options->address.substr(0, options->address.rfind(':'));
   std::printf("coordinator listening on %s:%d\n", host.c_str(), (*server)->port());
   std::fflush(stdout);
@@ -166,7 +186,9 @@ int main(int argc, char** argv) {
                ps.size(), workers.size());
   pscluster::WaitForTerminationSignal();
   spdlog::info("coordinator shutting down");
+  probe.reset();
   (*server)->Shutdown();
+  metrics->SetJobSource(nullptr);  // the metrics endpoint outlives the manager
   jobs.reset();  // cancels and joins running jobs
   return 0;
 }

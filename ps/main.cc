@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/cluster_config.h"
 #include "ps/core/job_stores.h"
+#include "ps/core/job_stores_metrics.h"
 #include "ps/service/ps_service.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
@@ -79,6 +80,7 @@ int Main(int argc, char** argv) {
   store_options.registry = registry;
   JobStores jobs(store_options);
   ParameterServerService service(&jobs, registry);
+  options.health_services = {ParameterServer::service_full_name()};
   auto server = StartServer(options, {&service}, registry);
   if (!server.ok()) {
     spdlog::error("cannot start: {}", server.status().ToString());
@@ -87,9 +89,7 @@ int Main(int argc, char** argv) {
   const std::string host = options.address.substr(0, options.address.rfind(':'));
   std::cout << "ps_server listening on " << host << ":" << (*server)->port() << std::endl;
   spdlog::info("serving ParameterServer on {}:{}", host, (*server)->port());
-  if ((*server)->metrics_port() != 0) {
-    spdlog::info("metrics on port {}", (*server)->metrics_port());
-  }
+  (*server)->AddCollectable(std::make_shared<JobStoresMetrics>(&jobs));
 
   stop.WaitForNotification();
   spdlog::info("signal received, shutting down");

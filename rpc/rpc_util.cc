@@ -5,6 +5,7 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "rpc/process_metrics.h"
 
 namespace pscluster {
 
@@ -33,6 +35,17 @@ void RunningServer::Shutdown() {
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
+void RunningServer::SetServing(const std::string& service, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(service, serving);
+}
+
+void RunningServer::AddCollectable(std::shared_ptr<prometheus::Collectable> collectable) {
+  if (exposer_ == nullptr || collectable == nullptr) return;
+  exposer_->RegisterCollectable(collectable);
+  collectables_.push_back(std::move(collectable));
+}
+
 absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
     const ServerOptions& options, const std::vector<grpc::Service*>& services,
     std::shared_ptr<prometheus::Registry> registry) {
@@ -47,8 +60,12 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
   if (!running->server_ || running->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address));
   }
+  running->SetServing("", true);
+  for (const std::string& name : options.health_services) running->SetServing(name, true);
   if (registry && !options.metrics_address.empty()) {
     try {
+      // civetweb starts its threads with a 100 KiB stack; rpc/thread_stack.cc
+      // raises it so that they can start in a process with large static TLS.
       auto exposer = std::make_shared<prometheus::Exposer>(options.metrics_address);
       exposer->RegisterCollectable(registry);
       auto ports = exposer->GetListeningPorts();
@@ -58,6 +75,8 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
       return absl::UnavailableError(absl::StrCat("cannot serve metrics on ",
                                                  options.metrics_address, ": ", e.what()));
     }
+    running->AddCollectable(std::make_shared<ProcessMetrics>());
+    spdlog::info("metrics on port {}", running->metrics_port_);
   }
   if (!options.port_file.empty()) {
     if (running->metrics_port_ != 0) {

@@ -10,13 +10,16 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace prometheus {
+class Collectable;
+class Exposer;
 class Registry;
-}
+}  // namespace prometheus
 
 namespace pscluster {
 
@@ -34,11 +37,17 @@ struct ServerOptions {
   // once the server is ready, for supervisors such as `psctl local`.
   std::string port_file;
   // If set, Prometheus /metrics is served on this address ("127.0.0.1:0"
-  // picks a port; written to `port_file` + ".metrics" when port_file is set).
+  // picks a port; written to `port_file` + ".metrics" when port_file is set,
+  // and logged as "metrics on port N"). The endpoint also carries the process
+  // metrics (process_metrics.h).
   std::string metrics_address;
   // spdlog level name: trace, debug, info, warn, error or off (checked by
   // ParseServerCommandLine; each main.cc applies it).
   std::string log_level = "info";
+  // Full gRPC service names (e.g. Worker::service_full_name()) the health
+  // service answers SERVING for once the server starts, besides "" (the
+  // server as a whole). Set by each main.cc, not by a flag.
+  std::vector<std::string> health_services;
 };
 
 // A started gRPC server with the health-checking service, plus its metrics
@@ -47,23 +56,38 @@ class RunningServer {
  public:
   ~RunningServer();
   int port() const { return port_; }
+  // 0 when no metrics are served.
   int metrics_port() const { return metrics_port_; }
   grpc::Server* server() { return server_.get(); }
   void Wait() { server_->Wait(); }
   void Shutdown();
+
+  // What the gRPC health service answers for `service` (a full service name
+  // such as "pscluster.Worker"; "" is the server as a whole): SERVING or
+  // NOT_SERVING. Names never set answer NOT_FOUND.
+  void SetServing(const std::string& service, bool serving);
+
+  // Adds `collectable` to the metrics endpoint (kept alive by the server);
+  // a no-op when no metrics are served. Call from the thread that started the
+  // server (scrapes may run meanwhile).
+  void AddCollectable(std::shared_ptr<prometheus::Collectable> collectable);
 
  private:
   friend absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
       const ServerOptions&, const std::vector<grpc::Service*>&,
       std::shared_ptr<prometheus::Registry>);
   std::unique_ptr<grpc::Server> server_;
-  std::shared_ptr<void> exposer_;  // prometheus::Exposer, type-erased
+  std::shared_ptr<prometheus::Exposer> exposer_;
+  // Kept alive here: the Exposer holds them weakly.
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   int port_ = 0;
   int metrics_port_ = 0;
 };
 
 // Starts `services` on options.address. UNAVAILABLE if the address cannot be
-// bound. `registry` (may be null) is exposed on options.metrics_address.
+// bound. `registry` (may be null) is exposed on options.metrics_address,
+// together with the process metrics. The health service answers SERVING for
+// "" and each of options.health_services (SetServing changes it).
 absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
     const ServerOptions& options, const std::vector<grpc::Service*>& services,
     std::shared_ptr<prometheus::Registry> registry);

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
     return std::make_unique<pscluster::GrpcPsClient>(o);
   });
   pscluster::WorkerService service(&state, registry);
+  options->health_services = {pscluster::Worker::service_full_name()};
   auto server = pscluster::StartServer(*options, {&service}, registry);
   if (!server.ok()) {
     std::cerr << "worker_server: " << server.status().message() << "\n";

@@ -239,6 +239,7 @@ std::pair<int64_t, int64_t> JobRunner::RecordSuccess(ClosureMode mode, const Clo
     status_.set_compute_seconds(status_.compute_seconds() + r.compute_seconds());
     status_.set_pull_seconds(status_.pull_seconds() + r.pull_seconds());
     status_.set_push_seconds(status_.push_seconds() + r.push_seconds());
+    if (options_.metrics != nullptr) options_.metrics->TrainingDone(r.steps(), r.examples());
   }
   ++version_;
   return {status_.steps(), status_.lost_steps()};
@@ -252,7 +253,10 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   d.max_attempts = max_attempts_;
   d.retry_backoff = options_.retry_backoff;
   d.setup = &setup_request_;
-  d.on_retry = [this](const std::string& what) { Event("retry", what); };
+  d.on_retry = [this](const std::string& what) {
+    if (options_.metrics != nullptr) options_.metrics->ClosureRetried();
+    Event("retry", what);
+  };
   d.ps_failed = [this] { return ps_failed_.load(); };
   d.on_ps_lost = [this] {
     if (!ps_failed_.exchange(true)) {
@@ -305,6 +309,7 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
       c.split.set_begin(b);
       c.split.set_end(std::min(size, b + closure_examples));
       queue.Put(std::move(c));
+      if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(1);
     }
   }
   std::vector<std::thread> threads;
@@ -357,7 +362,11 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
   }
   if (!error.ok()) return error;
   if (end == PhaseEnd::kRolledBack) return end;
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    // A closure failed for good (a cancelled job is not a closure's failure).
+    if (options_.metrics != nullptr && !absl::IsCancelled(s)) options_.metrics->ClosureFailed();
+    return s;
+  }
   return end;
 }
 
@@ -428,6 +437,7 @@ absl::Status JobRunner::Run() {
     last_checkpoint_time_ = start_;
   }
   Update([](JobStatusProto* s) { s->set_state(RUNNING); });
+  if (options_.metrics != nullptr) options_.metrics->JobStarted(!checkpoint_dir_.empty());
   if (ps_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no PS task"));
   if (workers_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no worker"));
   if (options_.health != nullptr) {

@@ -64,6 +64,7 @@
 #include "coordinator/core/checkpoint_manager.h"
 #include "coordinator/core/closure_deadline.h"
 #include "coordinator/core/closure_queue.h"
+#include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/health_checker.h"
 #include "coordinator/core/job_log.h"
 #include "coordinator/core/worker_client.h"
@@ -105,6 +106,9 @@ struct JobRunnerOptions {
   // pscluster_checkpoints_disabled: running jobs that gave up checkpoints);
   // null: none. Shared by every job of the coordinator.
   std::shared_ptr<prometheus::Registry> registry;
+  // Job metrics fed as things happen (steps, closures, recoveries,
+  // checkpoints); not owned, shared by every job; null: none.
+  CoordinatorMetrics* metrics = nullptr;
   // Per-PS memory limit for a job's parameters plus optimizer slots, in bytes
   // (checked at submit time against the job's variable plan); 0: no limit.
   int64_t ps_memory_limit_bytes = 0;

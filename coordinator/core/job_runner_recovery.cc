@@ -131,6 +131,7 @@ absl::Status JobRunner::Prepare() {
       status_.set_lost_steps(std::max(status_.lost_steps(), logged_lost) + lost);
       ++version_;
     }
+    if (options_.metrics != nullptr) options_.metrics->StepsLost(lost);
     if (lost > 0) {
       Event("resumed", absl::StrCat(lost, " steps done before the coordinator restarted were past "
                                     "the checkpoint and are trained again (counted as lost)"));
@@ -258,10 +259,16 @@ absl::Status JobRunner::Checkpoint() {
   }
   std::vector<int> expected;
   for (const CreateVariablesRequest& r : plan_.per_ps) expected.push_back(r.variables_size());
+  const absl::Time save_start = absl::Now();
   absl::StatusOr<CheckpointManifest> saved = checkpoints_->Save(ps_, expected, std::move(m));
   if (absl::IsAborted(saved.status())) ps_failed_ = true;  // a PS lost its variables
   if (!saved.ok()) return saved.status();
   CheckpointManifest committed = *std::move(saved);
+  if (options_.metrics != nullptr) {
+    int64_t bytes = 0;
+    for (const CheckpointFile& f : committed.files()) bytes += f.bytes();
+    options_.metrics->CheckpointCommitted(absl::Now() - save_start, bytes);
+  }
   {
     absl::MutexLock lock(&mu_);
     steps_at_checkpoint_ = committed.global_step();
@@ -440,6 +447,7 @@ void JobRunner::HealthLoop() {
         lost[w] = true;
         ++worker_losses_[w];  // before the cancel: dispatch does not count the attempt
         Update([](JobStatusProto* s) { s->set_workers_lost(s->workers_lost() + 1); });
+        if (options_.metrics != nullptr) options_.metrics->WorkerLost();
         Event("worker_lost",
               absl::StrFormat("worker %d (%s) has failed every health check for %.1f s "
                               "(worker_timeout_s %g): declared lost; its closures in flight "
@@ -525,6 +533,10 @@ absl::Status JobRunner::RecoverFromPsFailure() {
     status_.set_lost_steps(status_.lost_steps() + lost);
     status_.set_last_recovery_seconds(seconds);
     ++version_;
+  }
+  if (options_.metrics != nullptr) {
+    options_.metrics->PsRecovered();
+    options_.metrics->StepsLost(lost);
   }
   Event("ps_recovered",
         absl::StrFormat("PS failure healed: %s; %d steps lost; resumed %.2f s after every PS "

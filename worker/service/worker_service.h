@@ -1,9 +1,14 @@
 // WorkerService: the gRPC adapter for a worker's WorkerState. Each handler is
-// one WorkerState call. Thread-safe.
+// one WorkerState call. Every closure that succeeded adds its time split to
+// pscluster_worker_{compute,pull,push}_seconds_total, and a training closure
+// its steps and examples to pscluster_worker_{steps,examples}_total.
+// Thread-safe.
 #ifndef PSCLUSTER_WORKER_SERVICE_WORKER_SERVICE_H_
 #define PSCLUSTER_WORKER_SERVICE_WORKER_SERVICE_H_
 
 #include <memory>
+
+#include <prometheus/counter.h>
 
 #include "protos/worker.grpc.pb.h"
 #include "rpc/handler.h"
@@ -26,8 +31,17 @@ class WorkerService final : public Worker::Service {
                     PingResponse* response) override;
 
  private:
+  // Adds a finished closure to the worker metrics (no-op without a registry).
+  void Record(ClosureMode mode, const RunClosureResponse& r);
+
   WorkerState* state_;
   RpcHandler handler_;
+  // Null without a registry.
+  prometheus::Counter* compute_seconds_ = nullptr;
+  prometheus::Counter* pull_seconds_ = nullptr;
+  prometheus::Counter* push_seconds_ = nullptr;
+  prometheus::Counter* steps_ = nullptr;
+  prometheus::Counter* examples_ = nullptr;
 };
 
 }  // namespace pscluster

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""Checks rendered pscluster manifests for what a JSON schema cannot see.
+
+kubernetes-validate --strict checks every object's fields and types; this
+script checks that the objects fit together and fit pscluster:
+
+  - cluster.yaml (the ConfigMap every pod mounts) names exactly the pods the
+    StatefulSets create: `<sts>-<i>.<service>:<grpc port>`, one per replica;
+  - every StatefulSet has a headless Service whose selector matches its pods,
+    every selector (StatefulSet, Service, PodDisruptionBudget) matches pods;
+  - every flag passed to a server is one that binary has (ABSL_FLAG);
+  - gRPC probes and Prometheus annotations point at declared ports, and the
+    metrics port is the one given to --metrics_address;
+  - every container has requests and limits and the restricted security
+    context (non-root uid 10001, no privilege escalation, read-only root,
+    ALL capabilities dropped, RuntimeDefault seccomp);
+  - mounts name volumes that exist; ConfigMaps and claims they use exist;
+    TLS comes from the pscluster-tls Secret at /etc/pscluster/tls;
+  - the coordinator and every PS share the state volume (PS write checkpoint
+    shards into directories the coordinator names), and each job's
+    checkpoint.dir is on it;
+  - the coordinator's --ps_memory_limit_bytes is below the PS memory limit.
+
+  - with --prometheus, every SRV name that config scrapes is a Service port
+    of these manifests, in their namespace.
+
+Usage: check_k8s.py [--prometheus prometheus-k8s.yml] RENDERED.yaml...
+       (RENDERED.yaml: the output of `kubectl kustomize DIR`)
+Exits 1 listing every problem, 0 printing a summary.
+"""
+
+import os
+import re
+import sys
+
+import yaml
+
+# The flags each binary defines: rpc/server_flags.cc (all servers) plus its
+# main.cc. Read from the sources when this script runs from the source tree,
+# else these copies are used (tests under Bazel see only deploy/).
+SERVER_FLAGS = {"address", "port_file", "metrics_address", "log_level", "cluster", "task_type",
+                "task_index"}
+BINARY_FLAGS = {
+    "ps_server": set(),
+    "worker_server": {"ps_timeout_ms", "compute_threads"},
+    "coordinator": {"ps", "workers", "max_attempts", "cluster_wait_s", "ps_memory_limit_bytes",
+                    "state_dir"},
+}
+BINARY_SOURCES = {"ps_server": "ps/main.cc", "worker_server": "worker/main.cc",
+                  "coordinator": "coordinator/main.cc"}
+# The gRPC health service names each server answers for (readiness).
+HEALTH_SERVICES = {"ps_server": "pscluster.ParameterServer", "worker_server": "pscluster.Worker",
+                   "coordinator": "pscluster.Coordinator"}
+TASK_TYPES = {"ps_server": "ps", "worker_server": "worker", "coordinator": "chief"}
+RUN_AS_USER = 10001
+STATE_MOUNT = "/var/lib/pscluster"
+TLS_MOUNT = "/etc/pscluster/tls"
+
+
+def flags_from_sources():
+    """Returns BINARY_FLAGS read from the source tree, or None if not found."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    flag_re = re.compile(r"ABSL_FLAG\([^,]+,\s*(\w+)\s*,")
+    try:
+        with open(os.path.join(root, "rpc/server_flags.cc")) as f:
+            common = set(flag_re.findall(f.read()))
+        result = {}
+        for binary, path in BINARY_SOURCES.items():
+            with open(os.path.join(root, path)) as f:
+                result[binary] = common | set(flag_re.findall(f.read()))
+        return result
+    except OSError:
+        return None
+
+
+class Checker:
+    def __init__(self, docs, flags):
+        self.docs = docs
+        self.flags = flags
+        self.errors = []
+
+    def error(self, where, message):
+        self.errors.append(f"{where}: {message}")
+
+    def objects(self, kind):
+        return [d for d in self.docs if d.get("kind") == kind]
+
+    def find(self, kind, name):
+        for d in self.objects(kind):
+            if d["metadata"]["name"] == name:
+                return d
+        return None
+
+    def run(self):
+        for sts in self.objects("StatefulSet"):
+            self.check_statefulset(sts)
+        for pdb in self.objects("PodDisruptionBudget"):
+            self.check_selects_pods(f"PodDisruptionBudget/{pdb['metadata']['name']}",
+                                    pdb["spec"]["selector"]["matchLabels"])
+        for svc in self.objects("Service"):
+            self.check_selects_pods(f"Service/{svc['metadata']['name']}", svc["spec"]["selector"])
+        self.check_cluster_file()
+        self.check_memory_limit()
+        self.check_jobs()
+        kinds = {}
+        for d in self.docs:
+            kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+        return kinds
+
+    def pod_templates(self):
+        return [t["spec"]["template"] for t in self.objects("StatefulSet")]
+
+    def check_selects_pods(self, where, selector):
+        for template in self.pod_templates():
+            labels = template["metadata"].get("labels", {})
+            if all(labels.get(k) == v for k, v in selector.items()):
+                return
+        self.error(where, f"selector {selector} matches no pod template")
+
+    def container_binary(self, container):
+        command = container.get("command") or []
+        return os.path.basename(command[0]) if command else None
+
+    def check_statefulset(self, sts):
+        name = sts["metadata"]["name"]
+        where = f"StatefulSet/{name}"
+        spec = sts["spec"]
+        template = spec["template"]
+        labels = template["metadata"].get("labels", {})
+        for k, v in spec["selector"]["matchLabels"].items():
+            if labels.get(k) != v:
+                self.error(where, f"selector {k}={v} does not match the pod labels {labels}")
+        svc = self.find("Service", spec.get("serviceName", ""))
+        if svc is None:
+            self.error(where, f"serviceName {spec.get('serviceName')!r} names no Service")
+        else:
+            svc_where = f"Service/{svc['metadata']['name']}"
+            if svc["spec"].get("clusterIP") != "None":
+                self.error(svc_where, "is not headless (clusterIP: None)")
+            # Prometheus finds pods by the SRV records of the `metrics` port,
+            # and pods must keep their names while not ready.
+            if "metrics" not in {p.get("name") for p in svc["spec"].get("ports", [])}:
+                self.error(svc_where, "has no port named metrics (Prometheus' SRV discovery)")
+            if svc["spec"].get("publishNotReadyAddresses") is not True:
+                self.error(svc_where, "must set publishNotReadyAddresses: true")
+        pod = template["spec"]
+        pod_sc = pod.get("securityContext", {})
+        if pod_sc.get("runAsNonRoot") is not True or pod_sc.get("runAsUser") != RUN_AS_USER:
+            self.error(where, f"pod securityContext must set runAsNonRoot: true, runAsUser: {RUN_AS_USER}")
+        if pod_sc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+            self.error(where, "pod securityContext must set seccompProfile RuntimeDefault")
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        for v in volumes.values():
+            if "configMap" in v and self.find("ConfigMap", v["configMap"]["name"]) is None:
+                self.error(where, f"volume {v['name']}: no ConfigMap {v['configMap']['name']}")
+            claim = v.get("persistentVolumeClaim", {}).get("claimName")
+            if claim and self.find("PersistentVolumeClaim", claim) is None:
+                self.error(where, f"volume {v['name']}: no PersistentVolumeClaim {claim}")
+        annotations = template["metadata"].get("annotations", {})
+        for c in pod["containers"]:
+            self.check_container(f"{where} container {c['name']}", c, volumes, annotations, name)
+
+    def check_container(self, where, c, volumes, annotations, sts_name):
+        binary = self.container_binary(c)
+        if binary not in BINARY_FLAGS:
+            self.error(where, f"command {c.get('command')} is not one of {sorted(BINARY_FLAGS)}")
+            return
+        args = {}
+        for arg in c.get("args", []):
+            m = re.fullmatch(r"--(\w+)=(.*)", arg)
+            if not m:
+                self.error(where, f"argument {arg!r} is not --flag=value")
+                continue
+            if m.group(1) not in self.flags[binary]:
+                self.error(where, f"{binary} has no flag --{m.group(1)}")
+            args[m.group(1)] = m.group(2)
+        if args.get("task_type", TASK_TYPES[binary]) != TASK_TYPES[binary]:
+            self.error(where, f"--task_type={args['task_type']} but {binary} runs {TASK_TYPES[binary]}")
+        env = {e["name"]: e for e in c.get("env", [])}
+        for ref in re.findall(r"\$\((\w+)\)", " ".join(c.get("args", []))):
+            if ref not in env:
+                self.error(where, f"args use $({ref}) but the container has no env {ref}")
+        index = args.get("task_index", "")
+        if binary != "coordinator":
+            source = env.get(index[2:-1], {}).get("valueFrom", {}).get("fieldRef", {})
+            if source.get("fieldPath") != "metadata.labels['apps.kubernetes.io/pod-index']":
+                self.error(where, "--task_index must come from the pod-index label (the ordinal)")
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        port_numbers = set(ports.values())
+        for probe_name in ("readinessProbe", "livenessProbe"):
+            probe = c.get(probe_name)
+            if not probe or "grpc" not in probe:
+                self.error(where, f"{probe_name} must be a gRPC probe")
+                continue
+            if probe["grpc"]["port"] != ports.get("grpc"):
+                self.error(where, f"{probe_name} port {probe['grpc']['port']} is not the grpc port")
+        ready = c.get("readinessProbe", {}).get("grpc", {})
+        if ready and ready.get("service") != HEALTH_SERVICES[binary]:
+            self.error(where, f"readinessProbe must ask for {HEALTH_SERVICES[binary]}")
+        if annotations.get("prometheus.io/scrape") != "true":
+            self.error(where, "pod lacks the prometheus.io/scrape: \"true\" annotation")
+        metrics_port = annotations.get("prometheus.io/port")
+        if metrics_port is None or int(metrics_port) not in port_numbers:
+            self.error(where, f"prometheus.io/port {metrics_port} is not a container port")
+        if args.get("metrics_address") != f"0.0.0.0:{metrics_port}":
+            self.error(where, f"--metrics_address must be 0.0.0.0:{metrics_port}")
+        resources = c.get("resources", {})
+        for kind in ("requests", "limits"):
+            for r in ("cpu", "memory"):
+                if r not in resources.get(kind, {}):
+                    self.error(where, f"no resources.{kind}.{r}")
+        sc = c.get("securityContext", {})
+        if sc.get("allowPrivilegeEscalation") is not False:
+            self.error(where, "securityContext.allowPrivilegeEscalation must be false")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            self.error(where, "securityContext.readOnlyRootFilesystem must be true")
+        if sc.get("capabilities", {}).get("drop") != ["ALL"]:
+            self.error(where, "securityContext.capabilities.drop must be [ALL]")
+        mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+        for m in mounts.values():
+            if m["name"] not in volumes:
+                self.error(where, f"volumeMount {m['name']} names no volume")
+        tls = volumes.get(mounts.get(TLS_MOUNT, {}).get("name"), {})
+        if tls.get("secret", {}).get("secretName") != "pscluster-tls":
+            self.error(where, f"{TLS_MOUNT} must mount the pscluster-tls Secret")
+        cluster = args.get("cluster", "")
+        mount = mounts.get(os.path.dirname(cluster))
+        cm = volumes.get(mount["name"], {}).get("configMap") if mount else None
+        data = self.find("ConfigMap", cm["name"]).get("data", {}) if cm and self.find("ConfigMap", cm["name"]) else {}
+        if os.path.basename(cluster) not in data:
+            self.error(where, f"--cluster={cluster} is not a file of a mounted ConfigMap")
+        if binary in ("ps_server", "coordinator"):
+            state = volumes.get(mounts.get(STATE_MOUNT, {}).get("name"), {})
+            if state.get("persistentVolumeClaim", {}).get("claimName") != "pscluster-state":
+                self.error(where, f"{STATE_MOUNT} must mount the shared pscluster-state claim")
+
+    def server(self, binary):
+        """(StatefulSet, container) running binary, or (None, None)."""
+        for sts in self.objects("StatefulSet"):
+            for c in sts["spec"]["template"]["spec"]["containers"]:
+                if self.container_binary(c) == binary:
+                    return sts, c
+        return None, None
+
+    def check_cluster_file(self):
+        sts, c = self.server("coordinator")
+        if c is None:
+            self.error("coordinator", "no StatefulSet runs the coordinator")
+            return
+        cluster_cms = [cm for cm in self.objects("ConfigMap") if "cluster.yaml" in cm.get("data", {})]
+        if len(cluster_cms) != 1:
+            self.error("cluster.yaml", f"{len(cluster_cms)} ConfigMaps hold a cluster.yaml, want 1")
+            return
+        cluster = yaml.safe_load(cluster_cms[0]["data"]["cluster.yaml"]).get("cluster", {})
+        for task_type, binary in (("chief", "coordinator"), ("ps", "ps_server"),
+                                  ("worker", "worker_server")):
+            sts, c = self.server(binary)
+            if sts is None:
+                self.error("cluster.yaml", f"no StatefulSet runs {binary}")
+                continue
+            port = {p["name"]: p["containerPort"] for p in c["ports"]}["grpc"]
+            want = [f"{sts['metadata']['name']}-{i}.{sts['spec']['serviceName']}:{port}"
+                    for i in range(sts["spec"].get("replicas", 1))]
+            if cluster.get(task_type) != want:
+                self.error("cluster.yaml", f"`{task_type}` is {cluster.get(task_type)}, but "
+                           f"StatefulSet/{sts['metadata']['name']} runs {want}")
+
+    def check_memory_limit(self):
+        _, coordinator = self.server("coordinator")
+        _, ps = self.server("ps_server")
+        if coordinator is None or ps is None:
+            return
+        limit = None
+        for arg in coordinator.get("args", []):
+            if arg.startswith("--ps_memory_limit_bytes="):
+                limit = int(arg.split("=", 1)[1])
+        memory = ps["resources"]["limits"]["memory"]
+        units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+        m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", memory)
+        ps_bytes = int(m.group(1)) * units.get(m.group(2), 1) if m else None
+        if limit is None or limit == 0 or ps_bytes is None or limit >= ps_bytes:
+            self.error("coordinator", f"--ps_memory_limit_bytes={limit} must be set below the "
+                       f"PS memory limit {memory}")
+
+    def check_jobs(self):
+        for cm in self.objects("ConfigMap"):
+            for key, text in cm.get("data", {}).items():
+                if key == "cluster.yaml":
+                    continue
+                job = yaml.safe_load(text)
+                where = f"ConfigMap/{cm['metadata']['name']} {key}"
+                if not isinstance(job, dict) or "model" not in job:
+                    self.error(where, "is not a job spec")
+                    continue
+                ckpt = job.get("checkpoint", {}).get("dir", "")
+                if ckpt and not ckpt.startswith(STATE_MOUNT + "/"):
+                    self.error(where, f"checkpoint.dir {ckpt} is not on the shared volume {STATE_MOUNT}")
+                for split in ("train", "eval"):
+                    for field, path in job.get("data", {}).get(split, {}).items():
+                        if field != "format" and isinstance(path, str) and not path.startswith("/"):
+                            self.error(where, f"data.{split}.{field} {path} is not an absolute path")
+
+
+def check_prometheus_srv(path, docs):
+    """Errors for SRV names in a Prometheus config that these Services do not serve."""
+    namespaces = {d["metadata"].get("namespace") for d in docs if d["kind"] == "Service"}
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    errors = []
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    names = [n for job in config.get("scrape_configs", []) for sd in job.get("dns_sd_configs", [])
+             for n in sd.get("names", [])]
+    if not names:
+        errors.append(f"{path}: no dns_sd_configs names")
+    for name in names:
+        m = re.fullmatch(r"_(\w+)\._tcp\.([\w-]+)\.([\w-]+)\.svc\.cluster\.local", name)
+        if not m:
+            errors.append(f"{path}: {name} is not _PORT._tcp.SERVICE.NAMESPACE.svc.cluster.local")
+            continue
+        port, svc, ns = m.groups()
+        if svc not in services or ns not in namespaces:
+            errors.append(f"{path}: {name}: no Service {svc} in namespace {ns}")
+        elif port not in {p.get("name") for p in services[svc]["spec"]["ports"]}:
+            errors.append(f"{path}: {name}: Service {svc} has no port named {port}")
+    return errors
+
+
+def main(argv):
+    prometheus = None
+    if len(argv) > 2 and argv[1] == "--prometheus":
+        prometheus, argv = argv[2], argv[:1] + argv[3:]
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    flags = flags_from_sources()
+    source = "the sources" if flags else "this script's copy"
+    copy = {b: SERVER_FLAGS | f for b, f in BINARY_FLAGS.items()}
+    failed = False
+    if flags:
+        for binary, names in copy.items():
+            for stale in sorted(names - flags[binary]):
+                print(f"check_k8s: BINARY_FLAGS lists --{stale}, which {binary} no longer has",
+                      file=sys.stderr)
+                failed = True
+    flags = flags or copy
+    for path in argv[1:]:
+        with open(path) as f:
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        checker = Checker(docs, flags)
+        kinds = checker.run()
+        if prometheus:
+            checker.errors += check_prometheus_srv(prometheus, docs)
+        if checker.errors:
+            failed = True
+            for e in checker.errors:
+                print(f"check_k8s: {path}: {e}", file=sys.stderr)
+        else:
+            summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+            print(f"check_k8s: {path}: OK ({summary}; server flags from {source})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
