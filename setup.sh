@@ -2,8 +2,8 @@
 # Installs everything pscluster needs to build and test on a fresh Debian 12,
 # as root. Idempotent: packages already installed are left alone, and
 # `apt-get update` runs only when something is missing. The CUDA toolkit
-# (nvcc, cudart, cuBLAS) is not a Debian 12 package: it must already be in
-# $CUDA_HOME or /usr/local/cuda.
+# (nvcc, cudart, cuBLAS) is optional and not a Debian 12 package: it is used
+# when found in $CUDA_HOME or /usr/local/cuda (PSCLUSTER_NO_CUDA=1: ignore it).
 set -euo pipefail
 
 PACKAGES=(
@@ -83,22 +83,27 @@ echo "setup: kubernetes-validate $(kubernetes-validate --version)"
 command -v kubectl >/dev/null 2>&1 ||
   echo "setup: note: kubectl is missing (not a Debian 12 package): //deploy:k8s_manifests_test will be skipped" >&2
 
+# CUDA is optional: third_party/cuda_configure.bzl builds the CUDA backend
+# (libpscluster_cuda.so) when it finds a toolkit, and a CPU-only stub otherwise.
 nvcc=""
-for dir in ${CUDA_HOME:+"$CUDA_HOME"} /usr/local/cuda; do
-  if [[ -x "$dir/bin/nvcc" ]]; then
-    nvcc="$dir/bin/nvcc"
-    break
-  fi
-done
-if [[ -z "$nvcc" ]]; then
-  cat >&2 <<MSG
-setup: no CUDA toolkit found (looked for \$CUDA_HOME/bin/nvcc${CUDA_HOME:+ = $CUDA_HOME/bin/nvcc}
-       and /usr/local/cuda/bin/nvcc).
-       pscluster builds its CUDA backend everywhere (it runs only where a GPU exists),
-       so the build needs the CUDA toolkit: nvcc, cudart and cuBLAS. Install it from
-       NVIDIA (https://developer.nvidia.com/cuda-downloads) into /usr/local/cuda,
-       or set CUDA_HOME to where it is installed, then run ./setup.sh again.
-MSG
-  exit 1
+if [[ "${PSCLUSTER_NO_CUDA:-0}" == "0" ]]; then
+  for dir in ${CUDA_HOME:+"$CUDA_HOME"} /usr/local/cuda; do
+    if [[ -x "$dir/bin/nvcc" ]]; then
+      nvcc="$dir/bin/nvcc"
+      break
+    fi
+  done
 fi
-echo "setup: CUDA toolkit: $nvcc"
+if [[ -n "$nvcc" ]]; then
+  echo "setup: CUDA toolkit: $nvcc (the worker loads the CUDA backend for device: cuda|auto on a GPU)"
+elif [[ "${PSCLUSTER_NO_CUDA:-0}" != "0" ]]; then
+  echo "setup: PSCLUSTER_NO_CUDA is set: building CPU only"
+else
+  cat <<MSG
+setup: no CUDA toolkit found (looked for \$CUDA_HOME/bin/nvcc${CUDA_HOME:+ = $CUDA_HOME/bin/nvcc}
+       and /usr/local/cuda/bin/nvcc): building CPU only. Every target builds, jobs with
+       device: auto run on the CPU, and device: cuda fails its setup (FAILED_PRECONDITION).
+       For the CUDA backend, install the toolkit (nvcc, cudart, cuBLAS) from NVIDIA into
+       /usr/local/cuda or set CUDA_HOME, then run ./setup.sh and bazel build again.
+MSG
+fi

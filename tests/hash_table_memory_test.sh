@@ -43,17 +43,22 @@ YAML
 }
 
 # run_job JOB OUT_JSON RSS_FILE: runs psctl local --describe --output json and
-# samples the summed VmRSS of its ps_server children every 0.25 s.
+# samples the summed VmRSS of its ps_server children every 0.25 s while the
+# job is RUNNING (the PS free the job's tables when it ends, so samples of
+# the shutdown would move the windows below).
 run_job() {
   timeout 600 "$PSCTL" local "$1" --ps 2 --workers 2 --describe --output json "${BIN_FLAGS[@]}" \
     > "$2" 2> "$2.err" &
   local tpid=$!
   STARTED_PIDS+=("$tpid")
   : > "$3"
-  local deadline=$((SECONDS + 600)) psctl="" pids rss
+  local deadline=$((SECONDS + 600)) psctl="" address="" pids rss state
   while kill -0 "$tpid" 2>/dev/null && ((SECONDS < deadline)); do
     [[ -n "$psctl" ]] || psctl="$(pgrep -P "$tpid" | head -n 1 || true)"
-    if [[ -n "$psctl" ]]; then
+    [[ -n "$address" ]] || address="$(local_coordinator "$2.err")"
+    state=""
+    [[ -n "$address" ]] && read -r _ _ state < <(job_progress "$address")
+    if [[ -n "$psctl" && "$state" == RUNNING ]]; then
       pids="$(pgrep -P "$psctl" -f ps_server || true)"
       rss=0
       for p in $pids; do

@@ -1,5 +1,6 @@
 #include "coordinator/core/job_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
@@ -189,7 +190,20 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
   std::vector<SetupJobResponse> responses(workers_.size());
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers_.size(); ++w) {
-    threads.emplace_back([&, w] { status[w] = workers_[w]->SetupJob(setup_request_, &responses[w]); });
+    threads.emplace_back([&, w] {
+      // A worker that restarts or is slow to answer while the job starts is
+      // asked again (bounded); errors of the job's own input are final.
+      for (int attempt = 1;; ++attempt) {
+        status[w] = workers_[w]->SetupJob(setup_request_, &responses[w]);
+        const bool transient = absl::IsUnavailable(status[w]) ||
+                               absl::IsDeadlineExceeded(status[w]) || absl::IsAborted(status[w]);
+        if (status[w].ok() || !transient || attempt >= max_attempts_) break;
+        Event("retry", absl::StrCat("setting up worker ", w, " (", workers_[w]->address(),
+                                    "), attempt ", attempt, ": ", status[w].ToString(),
+                                    "; retrying"));
+        absl::SleepFor(options_.retry_backoff * (1 << std::min(attempt - 1, 5)));
+      }
+    });
   }
   for (auto& t : threads) t.join();
   for (size_t w = 0; w < workers_.size(); ++w) {

@@ -6,27 +6,48 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "worker/core/cpu_backend.h"
-#include "worker/core/cuda_backend.h"
+#include "worker/core/cuda_backend_loader.h"
 
 namespace pscluster {
+namespace {
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(DevicePreference preference) {
+// The CUDA backend through libpscluster_cuda.so; FAILED_PRECONDITION with
+// the message backend_factory.h documents for kCuda.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackendFromLibrary(
+    const BackendOptions& options) {
+  constexpr char kPrefix[] = "device: cuda requested but ";
+  std::string reason;
+  if (ProbeCudaDevices(&reason) == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kPrefix, "no CUDA device is available: ", reason));
+  }
+  const std::string path =
+      options.cuda_library.empty() ? DefaultCudaBackendLibraryPath() : options.cuda_library;
+  absl::StatusOr<CudaBackendLibrary> library = CudaBackendLibrary::Open(path);
+  if (!library.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        kPrefix, "the CUDA backend library is unavailable: ", library.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> backend = library->CreateBackend();
+  if (!backend.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kPrefix, "the CUDA backend could not start: ", backend.status().message()));
+  }
+  return backend;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(DevicePreference preference,
+                                                       const BackendOptions& options) {
   switch (preference) {
     case DevicePreference::kCpu:
       return CreateCpuBackend();
-    case DevicePreference::kCuda: {
-      std::string error;
-      std::unique_ptr<Backend> cuda = CreateCudaBackend(&error);
-      if (cuda == nullptr) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "device: cuda requested but no CUDA device is available: ", error));
-      }
-      return cuda;
-    }
+    case DevicePreference::kCuda:
+      return CreateCudaBackendFromLibrary(options);
     case DevicePreference::kAuto: {
-      std::string error;
-      std::unique_ptr<Backend> cuda = CreateCudaBackend(&error);
-      if (cuda != nullptr) return cuda;
+      absl::StatusOr<std::unique_ptr<Backend>> cuda = CreateCudaBackendFromLibrary(options);
+      if (cuda.ok()) return cuda;
       return CreateCpuBackend();
     }
   }
