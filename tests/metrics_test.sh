@@ -229,7 +229,7 @@ YAML
   local second="" rise=""
   deadline=$((SECONDS + 30))
   while ((SECONDS < deadline)); do
-    sleep 1
+    sleep 0.5  # a poll of Prometheus (it scrapes every 1 s), not a fault schedule
     second="$(query "$prom" pscluster_job_steps_total)"
     if awk -v a="$first" -v b="$second" 'BEGIN { exit !(b > a) }'; then rise=1; break; fi
   done
