@@ -400,7 +400,13 @@ absl::Status JobRunner::Finish(absl::Status status) {
   }
   // After the final checkpoint: nothing of the job stays on the PS tasks.
   if (touched_ps_) {
-    absl::StatusOr<DescribeJobResponse> last = Describe();
+    // Only PS that answer their health check are asked (a PS that is down
+    // would hold each call for its full deadline, and the job's end with it);
+    // without every PS there is no final layout to keep.
+    const std::vector<bool> up = PsAnswering();
+    const bool all_up = std::all_of(up.begin(), up.end(), [](bool u) { return u; });
+    absl::StatusOr<DescribeJobResponse> last =
+        all_up ? Describe() : absl::UnavailableError("a PS is down");
     if (last.ok()) {
       absl::MutexLock lock(&mu_);
       // What each PS applied, for "applied == steps on every PS".
@@ -408,7 +414,7 @@ absl::Status JobRunner::Finish(absl::Status status) {
       for (const PsLoad& p : last->ps()) status_.add_ps_applied_steps(p.applied_steps());
       final_describe_ = *std::move(last);
     }
-    EndOnEveryPs();
+    EndOnEveryPs(up);
   }
   if (status.ok()) {
     Event("succeeded", "the job succeeded");

@@ -220,8 +220,11 @@ class JobRunner {
   // Frees every job namespace on the PS tasks but this job's: they belong to
   // jobs that ended (a PS that was down when its job ended still holds it).
   void FreeStaleNamespaces();
-  // Frees this job's namespace on every PS (best effort: logged on failure).
-  void EndOnEveryPs();
+  // Frees this job's namespace on every PS (best effort: logged on failure),
+  // skipping those marked down in `up` (empty: none).
+  void EndOnEveryPs(const std::vector<bool>& up = {});
+  // Which PS answer their health check now (all, without a health checker).
+  std::vector<bool> PsAnswering();
   // Forgets the exactly-once keys of closures before `epoch` on every PS
   // (best effort), once a committed checkpoint at that epoch covers them.
   void PruneKeysBefore(int64_t epoch);

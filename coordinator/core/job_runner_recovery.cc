@@ -50,8 +50,22 @@ void JobRunner::FreeStaleNamespaces() {
   }
 }
 
-void JobRunner::EndOnEveryPs() {
+std::vector<bool> JobRunner::PsAnswering() {
+  std::vector<bool> up(ps_.size(), true);
+  if (options_.health == nullptr) return up;
   for (size_t p = 0; p < ps_.size(); ++p) {
+    up[p] = options_.health->CheckPs(static_cast<int>(p)).ok();
+  }
+  return up;
+}
+
+void JobRunner::EndOnEveryPs(const std::vector<bool>& up) {
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (p < up.size() && !up[p]) {
+      spdlog::warn("job {}: PS {} is down; the next job frees what it holds of this one", job_id_,
+                   p);
+      continue;
+    }
     EndJobRequest request;
     request.set_job(job_id_);
     EndJobResponse response;
