@@ -17,6 +17,11 @@ PACKAGES=(
   r-base-core r-cran-dslabs
   # deploy/ checks: promtool, and Python with PyYAML and pip (kubernetes-validate below)
   prometheus python3-yaml python3-pip
+  # fuzz/: clang with libFuzzer and the sanitizer runtimes (--config=fuzz)
+  clang libclang-rt-14-dev
+  # TLS: libcrypto checks certificates at start-up; psctl local --tls and the
+  # security tests make their certificates with the openssl command
+  libssl-dev openssl
 )
 
 installed() {

@@ -59,9 +59,11 @@ CheckpointDirEntry TornEntry(int64_t id, const fs::path& path) {
 }
 
 // Checks every file of a committed checkpoint; the first problem, or "".
-std::string VerifyFiles(const CheckpointManifest& m) {
+// The files are found by their base names in the MANIFEST's directory.
+std::string VerifyFiles(const fs::path& checkpoint_dir, const CheckpointManifest& m) {
   for (const CheckpointFile& f : m.files()) {
-    absl::Status s = VerifyCheckpointFile(f);
+    const fs::path path = checkpoint_dir / fs::path(f.name()).filename();
+    absl::Status s = VerifyCheckpointFile(path.string(), f);
     if (!s.ok()) return std::string(s.message());
   }
   return "";
@@ -108,7 +110,11 @@ absl::Status Restore(const JobSpec& spec, CheckpointVerifyReport* report) {
   std::vector<std::unique_ptr<InProcessPsClient>> clients;
   std::vector<PsClient*> ps;
   for (int i = 0; i < report->num_ps; ++i) {
-    stores.push_back(std::make_unique<VariableStore>());
+    // The directory is the stores' checkpoint root: the manager names the
+    // files "ckpt-<id>/ps-<i>.data" under it.
+    VariableStore::Options store_options;
+    store_options.checkpoint_root = report->dir;
+    stores.push_back(std::make_unique<VariableStore>(store_options));
     clients.push_back(std::make_unique<InProcessPsClient>(stores.back().get()));
     ps.push_back(clients.back().get());
   }
@@ -182,7 +188,7 @@ absl::StatusOr<CheckpointVerifyReport> VerifyCheckpointDir(const CheckpointVerif
     e.manifest = c->second;
     e.files = e.manifest.files_size();
     for (const CheckpointFile& f : e.manifest.files()) e.bytes += f.bytes();
-    e.problem = VerifyFiles(e.manifest);
+    e.problem = VerifyFiles(it->second, e.manifest);
     e.files_verified = e.problem.empty();
   }
   if (committed.empty()) {

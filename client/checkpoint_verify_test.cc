@@ -87,12 +87,12 @@ void WriteJobLog(const std::string& dir, const char* spec = kSpec) {
 // Two PS training the spec's variables, saving through a CheckpointManager.
 struct Job {
   explicit Job(const std::string& dir, const char* yaml = kSpec)
-      : manager(dir, /*keep=*/10, kJobId) {
+      : manager(dir, /*keep=*/10, kJobId), store_options(RootedAt(dir)) {
     absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "verify-test.yaml");
     EXPECT_TRUE(spec.ok()) << spec.status();
     plan = *PlanVariables(ModelVariables(*spec), spec->partitioner, 2);
     for (int i = 0; i < 2; ++i) {
-      stores.push_back(std::make_unique<VariableStore>());
+      stores.push_back(std::make_unique<VariableStore>(store_options));
       clients.push_back(std::make_unique<InProcessPsClient>(stores.back().get()));
       ps.push_back(clients.back().get());
       CreateVariablesResponse response;
@@ -122,12 +122,21 @@ struct Job {
   // Replaces PS `i` by an empty store, as a PS restarted by its supervisor
   // before anyone noticed.
   void RestartEmpty(int i) {
-    stores[i] = std::make_unique<VariableStore>();
+    stores[i] = std::make_unique<VariableStore>(store_options);
     clients[i] = std::make_unique<InProcessPsClient>(stores[i].get());
     ps[i] = clients[i].get();
   }
 
+  // The PS's checkpoint root is the directory itself (the manager's names
+  // are "ckpt-<id>/ps-<i>.data").
+  static VariableStore::Options RootedAt(const std::string& dir) {
+    VariableStore::Options options;
+    options.checkpoint_root = dir;
+    return options;
+  }
+
   CheckpointManager manager;
+  const VariableStore::Options store_options;
   VariablePlan plan;
   std::vector<std::unique_ptr<VariableStore>> stores;
   std::vector<std::unique_ptr<InProcessPsClient>> clients;
@@ -165,7 +174,7 @@ std::string GoodTornCorrupted(const std::string& name) {
   job.Save(80);
   const CheckpointManifest corrupted = job.Save(120);
   fs::remove(dir + "/ckpt-1/MANIFEST");
-  FlipByte(corrupted.files(1).path(), corrupted.files(1).bytes() / 2);
+  FlipByte(dir + "/" + corrupted.files(1).name(), corrupted.files(1).bytes() / 2);
   return dir;
 }
 

@@ -10,7 +10,8 @@ const char kExitCodesHelp[] =
     "  2    usage or validation error: bad flags, malformed job YAML, missing or malformed\n"
     "       data (also when the workers find it so before training),\n"
     "       a job the coordinator rejects (INVALID_ARGUMENT, RESOURCE_EXHAUSTED,\n"
-    "       FAILED_PRECONDITION) or does not know (NOT_FOUND)\n"
+    "       FAILED_PRECONDITION) or does not know (NOT_FOUND); missing or wrong\n"
+    "       credentials (UNAUTHENTICATED, PERMISSION_DENIED)\n"
     "  3    coordinator unreachable (UNAVAILABLE, DEADLINE_EXCEEDED)\n"
     "  130  interrupted (SIGINT/SIGTERM)\n";
 
@@ -24,6 +25,8 @@ int ExitCodeForRpcError(absl::StatusCode code) {
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
       return kExitUsage;
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:

@@ -26,7 +26,7 @@ inline constexpr int kExitInterrupted = 130;
 // The exit code for an RPC that failed with `code`:
 //   INVALID_ARGUMENT, RESOURCE_EXHAUSTED (the queue is full),
 //   FAILED_PRECONDITION, NOT_FOUND (no such job), ALREADY_EXISTS,
-//   OUT_OF_RANGE                                   -> kExitUsage
+//   OUT_OF_RANGE, UNAUTHENTICATED, PERMISSION_DENIED -> kExitUsage
 //   UNAVAILABLE, DEADLINE_EXCEEDED (psctl's unary RPCs are short; a deadline
 //   passes when the coordinator does not answer the connection) -> kExitUnreachable
 //   anything else (INTERNAL, UNIMPLEMENTED, ...)   -> kExitJobFailed

@@ -101,10 +101,17 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     slots.back().name = std::move(name);
     slots.back().bin = bin;
   };
-  for (int i = 0; i < options.num_ps; ++i) add(absl::StrCat("ps-", i), options.ps_server_bin);
+  for (int i = 0; i < options.num_ps; ++i) {
+    add(absl::StrCat("ps-", i), options.ps_server_bin);
+    slots.back().flags = options.ps_flags;
+    slots.back().flags.insert(slots.back().flags.end(), options.server_flags.begin(),
+                              options.server_flags.end());
+  }
   for (int i = 0; i < options.num_workers; ++i) {
     add(absl::StrCat("worker-", i), options.worker_server_bin);
     slots.back().flags = options.worker_flags;
+    slots.back().flags.insert(slots.back().flags.end(), options.server_flags.begin(),
+                              options.server_flags.end());
   }
   add("coordinator", options.coordinator_bin);
   const size_t servers = slots.size() - 1;
@@ -128,6 +135,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                        "--workers=" + join(options.num_ps, servers)};
   coordinator.flags.insert(coordinator.flags.end(), options.coordinator_flags.begin(),
                            options.coordinator_flags.end());
+  coordinator.flags.insert(coordinator.flags.end(), options.server_flags.begin(),
+                           options.server_flags.end());
   if (absl::Status s = cluster->Launch(&coordinator, /*restart=*/false); !s.ok()) return s;
   if (absl::Status s = cluster->WaitForPorts(servers, slots.size()); !s.ok()) return s;
   cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator.port);

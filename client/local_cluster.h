@@ -68,6 +68,10 @@ struct LocalClusterOptions {
   // and of each worker.
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> worker_flags;
+  // Extra flags for every start of each PS, and of every server (all three
+  // kinds, e.g. --tls_cert=...).
+  std::vector<std::string> ps_flags;
+  std::vector<std::string> server_flags;
   // Every child serves Prometheus metrics (--metrics_address=127.0.0.1:0 at
   // its first start; a restart keeps its metrics port).
   bool metrics = false;

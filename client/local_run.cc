@@ -21,6 +21,8 @@
 #include "client/describe.h"
 #include "client/exit_codes.h"
 #include "client/local_cluster.h"
+#include "client/local_roots.h"
+#include "client/local_tls.h"
 #include "client/progress.h"
 #include "client/result_json.h"
 #include "rpc/rpc_util.h"
@@ -261,6 +263,38 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   cluster_options.run_dir = run_dir_holder->path();
   AddLogLevel(&cluster_options, options.log_level);
   const bool durable_coordinator = AddCoordinatorStateDir(&cluster_options);
+  // The local user's own job is trusted: the servers get the roots that hold
+  // its checkpoint directory and data files (client/local_roots.h).
+  {
+    absl::StatusOr<LocalRoots> roots = LocalRootsFor(spec, cluster_options.run_dir);
+    if (!roots.ok()) return fail(FAILED, std::string(roots.status().message()), kExitBadInput);
+    const std::string checkpoint_root = "--checkpoint_root=" + roots->checkpoint_root;
+    cluster_options.ps_flags.push_back(checkpoint_root);
+    cluster_options.coordinator_flags.push_back(checkpoint_root);
+    if (!roots->data_roots.empty()) {
+      const std::string data_root = "--data_root=" + absl::StrJoin(roots->data_roots, ",");
+      cluster_options.coordinator_flags.push_back(data_root);
+      cluster_options.worker_flags.push_back(data_root);
+    }
+  }
+  // --tls: mutual TLS between every process, psctl included, and a bearer
+  // token for the job service.
+  std::string token;
+  if (options.tls) {
+    absl::StatusOr<LocalTls> tls = MakeLocalTls(cluster_options.run_dir + "/tls");
+    absl::Status s = tls.status();
+    if (s.ok()) {
+      TransportOptions transport;
+      transport.tls = tls->files;
+      s = ConfigureTransport(transport);
+    }
+    if (!s.ok()) {
+      return fail(FAILED, absl::StrCat("--tls: ", s.message()), kExitFailed);
+    }
+    cluster_options.server_flags = tls->ServerFlags();
+    cluster_options.coordinator_flags.push_back("--auth_tokens_file=" + tls->tokens_file);
+    token = tls->token;
+  }
   int signal_received = 0;
   cluster_options.interrupted = [&signal_received] {
     if (signal_received == 0) signal_received = TakePendingSignal();
@@ -287,7 +321,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
                cluster_options.run_dir.c_str(), metrics_line.c_str());
   std::fflush(info);
 
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(cluster->coordinator_address());
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(cluster->coordinator_address(), token);
   std::unique_ptr<Coordinator::Stub> stub = Coordinator::NewStub(channel);
   SubmitJobRequest submit;
   submit.set_spec_yaml(spec.yaml);

@@ -29,6 +29,9 @@ struct LocalRunOptions {
   // (--metrics_address); their addresses are printed and go into the result.
   // parameter_server only: a one_device run serves no metrics.
   bool metrics = false;
+  // --tls: throwaway CA and cluster certificate (client/local_tls.h), mutual
+  // TLS on every channel, and a bearer token on the job service.
+  bool tls = false;
   // Print the variable layout and what each PS holds (psctl describe) at the
   // end of the job, before the cluster stops.
   bool describe = false;

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "client/describe.h"
 #include "client/exit_codes.h"
+#include "client/local_roots.h"
 #include "client/output_format.h"
 #include "client/progress.h"
 #include "client/result_json.h"
@@ -52,13 +53,24 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
   // One device runs one closure at a time, like TF's OneDeviceStrategy.
   spec.train.closures_per_worker = 1;
 
-  // The same PS, worker and coordinator cores as a cluster, wired in process.
-  VariableStore store;
+  // The same PS, worker and coordinator cores as a cluster, wired in process;
+  // the checkpoints confined as a cluster's (client/local_roots.h).
+  VariableStore::Options store_options;
+  JobRunnerOptions runner_options;
+  if (!spec.checkpoint.dir.empty()) {
+    absl::StatusOr<LocalRoots> roots = LocalRootsFor(spec, /*run_dir=*/"");
+    if (!roots.ok()) {
+      std::cerr << "psctl: " << roots.status().message() << "\n";
+      return kExitUsage;
+    }
+    store_options.checkpoint_root = roots->checkpoint_root;
+    runner_options.checkpoint_root = roots->checkpoint_root;
+  }
+  VariableStore store(store_options);
   InProcessPsClient ps(&store);
   WorkerState worker_state(
       [&store](const std::string&) { return std::make_unique<InProcessPsClient>(&store); });
   InProcessWorkerClient worker(&worker_state);
-  JobRunnerOptions runner_options;
   runner_options.ps_addresses = {"in-process"};
   JobRunner runner(absl::StrCat(spec.name, "-1"), spec, {&ps}, {&worker}, runner_options);
 

@@ -18,7 +18,10 @@ constexpr char kDescription[] =
 
 constexpr char kEnvironmentHelp[] =
     "Environment:\n"
-    "  PSCTL_COORDINATOR  default of --coordinator (HOST:PORT)\n";
+    "  PSCTL_COORDINATOR  default of --coordinator (HOST:PORT)\n"
+    "  PSCTL_TOKEN_FILE   default of --token_file\n"
+    "  PSCTL_TLS_CERT, PSCTL_TLS_KEY, PSCTL_TLS_CA, PSCTL_TLS_SERVER_NAME\n"
+    "                     defaults of --tls_cert, --tls_key, --tls_ca, --tls_server_name\n";
 
 std::string Footer() { return std::string(kEnvironmentHelp) + "\n" + kExitCodesHelp; }
 
@@ -36,6 +39,21 @@ void AddCoordinator(CLI::App* sub, PsctlCommandLine* cl, const std::string& dflt
   std::string help = "the coordinator's HOST:PORT (default: $PSCTL_COORDINATOR";
   help += dflt.empty() ? ", unset)" : ", " + dflt + ")";
   sub->add_option("--coordinator", cl->coordinator, help)->type_name("HOST:PORT");
+}
+
+// The credentials of a command that talks to a running coordinator.
+void AddCredentials(CLI::App* sub, PsctlCommandLine* cl) {
+  sub->add_option("--token_file", cl->token_file,
+                  "file holding the job service's bearer token (default: $PSCTL_TOKEN_FILE)")
+      ->type_name("FILE");
+  sub->add_option("--tls_cert", cl->tls.cert,
+                  "PEM certificate signed by the cluster CA (mutual TLS; with --tls_key, --tls_ca)")
+      ->type_name("FILE");
+  sub->add_option("--tls_key", cl->tls.key, "PEM private key of --tls_cert")->type_name("FILE");
+  sub->add_option("--tls_ca", cl->tls.ca, "PEM certificate of the cluster CA")->type_name("FILE");
+  sub->add_option("--tls_server_name", cl->tls.server_name,
+                  "check the coordinator's certificate against this name instead of its host")
+      ->type_name("NAME");
 }
 
 CLI::App* AddCommand(CLI::App* app, const std::string& name, const std::string& help) {
@@ -67,6 +85,10 @@ void AddLocal(CLI::App* app, PsctlCommandLine* cl) {
                 "every server serves Prometheus /metrics on a free 127.0.0.1 port; the "
                 "addresses are printed when the cluster is up and listed under \"metrics\" in "
                 "--output json (the parameter_server strategy only: one_device serves none)");
+  sub->add_flag("--tls", o.tls,
+                "make a throwaway CA and cluster certificate with openssl (in the run "
+                "directory) and run every channel with mutual TLS, the job service with a "
+                "bearer token");
   sub->add_flag("--describe", o.describe,
                 "at the end, print each variable's layout over the PS tasks and the bytes each "
                 "PS holds");
@@ -124,6 +146,7 @@ void AddRemote(CLI::App* app, PsctlCommandLine* cl, const std::string& coordinat
 
   for (CLI::App* sub : {submit, status, watch, cancel, list, describe, logs}) {
     AddCoordinator(sub, cl, coordinator_default);
+    AddCredentials(sub, cl);
     if (sub != cancel) AddOutput(sub, cl);
   }
 }

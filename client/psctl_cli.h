@@ -19,6 +19,7 @@
 
 #include "client/local_run_options.h"
 #include "client/output_format.h"
+#include "common/cluster_config.h"
 
 namespace pscluster {
 
@@ -35,6 +36,10 @@ struct PsctlCommandLine {
   // --coordinator HOST:PORT; defaults to $PSCTL_COORDINATOR (see
   // BuildPsctlApp).
   std::string coordinator;
+  // Remote commands: --token_file (psctl_main falls back to
+  // $PSCTL_TOKEN_FILE) and --tls_cert/--tls_key/--tls_ca/--tls_server_name.
+  std::string token_file;
+  TlsFiles tls;
   // --log_level: trace|debug|info|warn|error|off; empty when not given.
   std::string log_level;
   // `local`'s flags (spec_path, output and log_level are filled in by

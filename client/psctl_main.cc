@@ -11,11 +11,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "client/checkpoint_verify.h"
 #include "client/exit_codes.h"
 #include "client/local_run.h"
@@ -80,6 +83,23 @@ int CheckpointVerify(const std::string& dir, int num_ps, OutputFormat output) {
   return kExitOk;
 }
 
+// The bearer token in `path`: its first non-empty line, with a `USER:`
+// prefix dropped (so the coordinator's tokens file of one user works too).
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read token file ", path));
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view token = absl::StripAsciiWhitespace(line);
+    if (token.empty() || token[0] == '#') continue;
+    if (const size_t colon = token.find(':'); colon != absl::string_view::npos) {
+      token = absl::StripAsciiWhitespace(token.substr(colon + 1));
+    }
+    return std::string(token);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("token file ", path, " holds no token"));
+}
+
 int Main(int argc, char** argv) {
   const char* env_coordinator = std::getenv("PSCTL_COORDINATOR");
   PsctlCommandLine cl;
@@ -103,7 +123,35 @@ int Main(int argc, char** argv) {
                  cl.command.c_str());
     return kExitUsage;
   }
-  std::unique_ptr<Coordinator::Stub> stub = Coordinator::NewStub(MakeChannel(cl.coordinator));
+  TransportOptions transport;
+  transport.tls = cl.tls;
+  // PSCTL_TLS_CERT/KEY/CA/SERVER_NAME stand in for flags not given.
+  for (auto [field, env] : {std::pair{&transport.tls.cert, "PSCTL_TLS_CERT"},
+                            std::pair{&transport.tls.key, "PSCTL_TLS_KEY"},
+                            std::pair{&transport.tls.ca, "PSCTL_TLS_CA"},
+                            std::pair{&transport.tls.server_name, "PSCTL_TLS_SERVER_NAME"}}) {
+    const char* value = std::getenv(env);
+    if (field->empty() && value != nullptr) *field = value;
+  }
+  if (absl::Status s = ConfigureTransport(transport); !s.ok()) {
+    std::fprintf(stderr, "psctl: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
+  std::string token_file = cl.token_file;
+  if (const char* env = std::getenv("PSCTL_TOKEN_FILE"); token_file.empty() && env != nullptr) {
+    token_file = env;
+  }
+  std::string token;
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> read = ReadTokenFile(token_file);
+    if (!read.ok()) {
+      std::fprintf(stderr, "psctl: %s\n", std::string(read.status().message()).c_str());
+      return kExitUsage;
+    }
+    token = *std::move(read);
+  }
+  std::unique_ptr<Coordinator::Stub> stub =
+      Coordinator::NewStub(MakeChannel(cl.coordinator, token));
   return RunRemoteCommand(cl.command, cl.argument, cl.output, stub.get());
 }
 

@@ -119,7 +119,7 @@ absl::StatusOr<CheckpointFile> CheckpointFileWriter::Commit() {
   committed_ = true;
   if (absl::Status s = FsyncDirectory(path_); !s.ok()) return s;
   CheckpointFile out;
-  out.set_path(path_);
+  out.set_name(path_);
   out.set_bytes(static_cast<int64_t>(bytes_));
   out.set_checksum(ChecksumHex(XXH3_64bits_digest(hash_)));
   return out;
@@ -134,8 +134,7 @@ absl::StatusOr<CheckpointFile> WriteFileAtomically(const std::string& path,
   return (*writer)->Commit();
 }
 
-absl::Status VerifyCheckpointFile(const CheckpointFile& file) {
-  const std::string& path = file.path();
+absl::Status VerifyCheckpointFile(const std::string& path, const CheckpointFile& file) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return IoError(errno, "open", path);
   XXH3_state_t* state = XXH3_createState();

@@ -39,8 +39,8 @@ inline constexpr uint64_t kMaxCheckpointRecordBytes = uint64_t{1} << 31;
 std::string ChecksumHex(uint64_t hash);
 
 // Writes `contents` to "<path>.tmp.<pid>", fsyncs it, renames it to `path` and
-// fsyncs the directory (the coordinator's MANIFEST). Returns path, size and
-// checksum. Errors as CheckpointFileWriter.
+// fsyncs the directory (the coordinator's MANIFEST). Returns size, checksum
+// and, as the name, `path`. Errors as CheckpointFileWriter.
 absl::StatusOr<CheckpointFile> WriteFileAtomically(const std::string& path,
                                                    absl::string_view contents);
 
@@ -62,7 +62,8 @@ class CheckpointFileWriter {
   absl::Status Append(absl::string_view record);
 
   // Flushes and fsyncs the file, renames it to `path`, fsyncs the directory,
-  // and returns path, size and checksum. REQUIRES: called at most once.
+  // and returns size, checksum and, as the name, `path` (the PS replaces it by
+  // the checkpoint name). REQUIRES: called at most once.
   absl::StatusOr<CheckpointFile> Commit();
 
  private:
@@ -81,10 +82,12 @@ class CheckpointFileWriter {
   bool committed_ = false;
 };
 
-// OK if `file.path` holds exactly file.bytes bytes whose XXH3-64 is
-// file.checksum. NOT_FOUND if it does not exist; DATA_LOSS naming the file and
-// what differs (size or checksum); other I/O errors with the errno's code.
-absl::Status VerifyCheckpointFile(const CheckpointFile& file);
+// OK if `path` holds exactly expected.bytes bytes whose XXH3-64 is
+// expected.checksum (expected.name is not used: a checkpoint name is resolved
+// to `path` by the caller). NOT_FOUND if it does not exist; DATA_LOSS naming
+// the file and what differs (size or checksum); other I/O errors with the
+// errno's code.
+absl::Status VerifyCheckpointFile(const std::string& path, const CheckpointFile& expected);
 
 // Reads the records of a file in order. Verify the file first: the reader
 // only guards against frames that run past the end (never crashes on a bad

@@ -63,7 +63,7 @@ TEST(CheckpointFileTest, RoundTripWithFramingSizeAndChecksum) {
   const std::vector<std::string> records = {"first", "", std::string(100000, 'x'),
                                             std::string("\0\1\2", 3)};
   const CheckpointFile file = WriteRecords(path, records);
-  EXPECT_EQ(file.path(), path);
+  EXPECT_EQ(file.name(), path);
   EXPECT_EQ(file.bytes(), 8 * 4 + 5 + 0 + 100000 + 3);
   EXPECT_EQ(file.checksum().size(), 16u);
   EXPECT_FALSE(Exists(absl::StrCat(path, ".tmp.", ::getpid())));
@@ -72,7 +72,7 @@ TEST(CheckpointFileTest, RoundTripWithFramingSizeAndChecksum) {
   const std::string bytes = ReadAll(path);
   EXPECT_EQ(bytes.substr(0, 13), std::string("\5\0\0\0\0\0\0\0first", 13));
 
-  EXPECT_TRUE(VerifyCheckpointFile(file).ok());
+  EXPECT_TRUE(VerifyCheckpointFile(file.name(), file).ok());
   auto read = ReadRecords(path);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, records);
@@ -102,7 +102,7 @@ TEST(CheckpointFileTest, FlippedByteIsDataLossNamingTheFile) {
     std::string bad = good;
     bad[at] ^= 0x01;
     WriteAll(path, bad);
-    absl::Status s = VerifyCheckpointFile(file);
+    absl::Status s = VerifyCheckpointFile(file.name(), file);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << "byte " << at;
     EXPECT_THAT(std::string(s.message()), HasSubstr(path));
     EXPECT_THAT(std::string(s.message()), HasSubstr("checksum"));
@@ -116,7 +116,7 @@ TEST(CheckpointFileTest, TruncatedFileNeverLoads) {
   for (size_t keep : {size_t{0}, size_t{3}, size_t{8}, size_t{14}, size_t{20}, good.size() - 5,
                       good.size() - 1}) {
     WriteAll(path, good.substr(0, keep));
-    absl::Status s = VerifyCheckpointFile(file);
+    absl::Status s = VerifyCheckpointFile(file.name(), file);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << "kept " << keep;
     EXPECT_THAT(std::string(s.message()), HasSubstr("size"));
     // The reader on its own never crashes: a torn frame is DATA_LOSS (a cut
@@ -140,9 +140,9 @@ TEST(CheckpointFileTest, HugeLengthIsDataLossNotAnAllocation) {
 
 TEST(CheckpointFileTest, MissingFileIsNotFound) {
   CheckpointFile file;
-  file.set_path(TempPath("missing.data"));
-  EXPECT_EQ(VerifyCheckpointFile(file).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(CheckpointFileReader::Open(file.path()).status().code(), absl::StatusCode::kNotFound);
+  file.set_name(TempPath("missing.data"));
+  EXPECT_EQ(VerifyCheckpointFile(file.name(), file).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(CheckpointFileReader::Open(file.name()).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(CheckpointFileTest, WriteFileAtomicallyWritesRawBytes) {
@@ -151,7 +151,7 @@ TEST(CheckpointFileTest, WriteFileAtomicallyWritesRawBytes) {
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(ReadAll(path), "manifest bytes");
   EXPECT_EQ(file->bytes(), 14);
-  EXPECT_TRUE(VerifyCheckpointFile(*file).ok());
+  EXPECT_TRUE(VerifyCheckpointFile(file->name(), *file).ok());
   auto again = WriteFileAtomically(path, "other");
   ASSERT_TRUE(again.ok());
   EXPECT_NE(again->checksum(), file->checksum());

@@ -123,6 +123,35 @@ absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node, absl::strin
   return spec;
 }
 
+// Parses the optional `tls` mapping of `root` into spec->tls.
+absl::Status ParseTlsNode(const YAML::Node &root, absl::string_view source, ClusterSpec *spec) {
+  const YAML::Node node = root["tls"];
+  if (!node) return absl::OkStatus();
+  if (!node.IsMap()) {
+    return Error(source, node, "`tls` must be a mapping with cert, key, ca (and server_name)");
+  }
+  for (const auto &entry : node) {
+    const std::string key = entry.first.as<std::string>();
+    std::string *field = key == "cert"          ? &spec->tls.cert
+                         : key == "key"         ? &spec->tls.key
+                         : key == "ca"          ? &spec->tls.ca
+                         : key == "server_name" ? &spec->tls.server_name
+                                                : nullptr;
+    if (field == nullptr) {
+      return Error(source, entry.first,
+                   absl::StrCat("unknown key `tls.", key, "` (cert, key, ca, server_name)"));
+    }
+    if (!entry.second.IsScalar() || entry.second.as<std::string>().empty()) {
+      return Error(source, entry.second, absl::StrCat("`tls.", key, "` must be a non-empty path"));
+    }
+    *field = entry.second.as<std::string>();
+  }
+  if (spec->tls.cert.empty() || spec->tls.key.empty() || spec->tls.ca.empty()) {
+    return Error(source, node, "`tls` needs all of cert, key and ca");
+  }
+  return absl::OkStatus();
+}
+
 // Parses `text` into a mapping with a `cluster` key; returns the document.
 absl::StatusOr<YAML::Node> LoadMapping(absl::string_view text, absl::string_view source,
                                        absl::string_view what) {
@@ -228,6 +257,7 @@ absl::StatusOr<ClusterConfig> ParseTfConfig(absl::string_view text, absl::string
   try {
     absl::StatusOr<ClusterSpec> cluster = ParseClusterNode((*root)["cluster"], source);
     if (!cluster.ok()) return cluster.status();
+    if (absl::Status s = ParseTlsNode(*root, source, &*cluster); !s.ok()) return s;
     const YAML::Node task = (*root)["task"];
     if (!task) return Error(source, *root, "missing `task` ({\"type\": ..., \"index\": ...})");
     if (!task.IsMap()) {
@@ -252,7 +282,10 @@ absl::StatusOr<ClusterSpec> ParseClusterFile(absl::string_view text, absl::strin
   absl::StatusOr<YAML::Node> root = LoadMapping(text, source, "YAML");
   if (!root.ok()) return root.status();
   try {
-    return ParseClusterNode((*root)["cluster"], source);
+    absl::StatusOr<ClusterSpec> cluster = ParseClusterNode((*root)["cluster"], source);
+    if (!cluster.ok()) return cluster.status();
+    if (absl::Status s = ParseTlsNode(*root, source, &*cluster); !s.ok()) return s;
+    return cluster;
   } catch (const YAML::Exception &e) {
     return absl::InvalidArgumentError(absl::StrCat(Where(source, e.mark), ": ", e.msg));
   }

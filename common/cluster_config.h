@@ -29,6 +29,22 @@ const char *TaskTypeName(TaskType type);
 // INVALID_ARGUMENT naming `name` unless it is chief, worker or ps.
 absl::StatusOr<TaskType> ParseTaskType(absl::string_view name);
 
+// Mutual-TLS files shared by every process of a cluster (an optional `tls:`
+// mapping next to `cluster:` in a cluster file or TF_CONFIG, a pscluster
+// extension): this task's certificate chain and private key (PEM), the CA that
+// signs every cluster certificate, and optionally the name every peer's
+// certificate is checked against instead of the host it is dialled at (e.g.
+// one cluster certificate with DNS name "pscluster" for all pods). All empty:
+// plaintext. Paths are read by the process that uses them.
+struct TlsFiles {
+  std::string cert;
+  std::string key;
+  std::string ca;
+  std::string server_name;
+
+  bool empty() const { return cert.empty() && key.empty() && ca.empty(); }
+};
+
 // Addresses of every task, index i of a list = task i of that type. A valid
 // spec has at most one chief, at least one worker and one ps, every address
 // host:port with port 1-65535, and no address twice.
@@ -36,6 +52,9 @@ struct ClusterSpec {
   std::vector<std::string> chief;
   std::vector<std::string> worker;
   std::vector<std::string> ps;
+  // From the optional `tls:` mapping (keys cert, key, ca, server_name; cert,
+  // key and ca all or none).
+  TlsFiles tls;
 
   const std::vector<std::string> &tasks(TaskType type) const;
 };

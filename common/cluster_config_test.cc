@@ -149,6 +149,38 @@ TEST(ParseClusterFileTest, ErrorsNameFileLineAndColumn) {
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("c.yaml:1:1: missing `cluster`"));
 }
 
+TEST(ParseClusterFileTest, TlsFilesAreRead) {
+  auto spec = ParseClusterFile(
+      "cluster:\n  worker: [a:1]\n  ps: [b:2]\n"
+      "tls:\n  cert: /certs/c.pem\n  key: /certs/c.key\n  ca: /certs/ca.pem\n"
+      "  server_name: pscluster\n",
+      "c.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->tls.cert, "/certs/c.pem");
+  EXPECT_EQ(spec->tls.key, "/certs/c.key");
+  EXPECT_EQ(spec->tls.ca, "/certs/ca.pem");
+  EXPECT_EQ(spec->tls.server_name, "pscluster");
+  auto config = ParseTfConfig(
+      R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "ps"},)"
+      R"( "tls": {"cert": "c.pem", "key": "c.key", "ca": "ca.pem"}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.tls.ca, "ca.pem");
+  EXPECT_TRUE(config->cluster.tls.server_name.empty());
+}
+
+TEST(ParseClusterFileTest, TlsNeedsCertKeyAndCa) {
+  const std::string cluster = "cluster:\n  worker: [a:1]\n  ps: [b:2]\n";
+  auto spec = ParseClusterFile(cluster + "tls:\n  cert: c.pem\n  key: c.key\n", "c.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("needs all of cert, key and ca"));
+  spec = ParseClusterFile(cluster + "tls:\n  certificate: c.pem\n", "c.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("unknown key `tls.certificate`"));
+  spec = ParseClusterFile(cluster + "tls: yes\n", "c.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("`tls` must be a mapping"));
+}
+
 TEST(LoadClusterFileTest, ExampleIsValid) {
   auto spec = LoadClusterFile("examples/cluster.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -52,10 +52,19 @@ absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& pa
   std::vector<std::string> expected;
   for (const ColumnSpec& c : reader->columns_) expected.push_back(c.name);
   if (found != expected) {
+    // Which column differs, never what the file holds there: a job naming a
+    // file that is not its data must not learn the file's first line.
+    size_t differs = 0;
+    while (differs < found.size() && differs < expected.size() &&
+           found[differs] == expected[differs]) {
+      ++differs;
+    }
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ":", reader->record_line_, ": the header has columns [", absl::StrJoin(found, ", "),
-        "] but the data source declares [", absl::StrJoin(expected, ", "),
-        "] (names and order must match)"));
+        path, ":", reader->record_line_, ": the header row does not match the data source's "
+        "columns [", absl::StrJoin(expected, ", "), "] (names and order must match): ",
+        differs < expected.size()
+            ? absl::StrCat("column ", differs + 1, " is not '", expected[differs], "'")
+            : absl::StrCat("it has ", found.size(), " columns, not ", expected.size())));
   }
   return reader;
 }
@@ -136,8 +145,8 @@ absl::StatusOr<bool> CsvReader::ReadRecord() {
         if (c == '\r' && Peek() == '\n') c = Get();
         if (c != ',' && c != '\n' && c != -1) {
           return absl::InvalidArgumentError(absl::StrCat(
-              path_, ":", line_, ": unexpected '", std::string(1, static_cast<char>(c)),
-              "' after a closing quote (a quote inside a quoted field is written \"\")"));
+              path_, ":", line_, ": unexpected character after a closing quote (expected ',' "
+              "or the end of the line; a quote inside a quoted field is written \"\")"));
         }
       } else {
         while (c != ',' && c != '\n' && c != -1) {
@@ -194,9 +203,11 @@ absl::StatusOr<bool> CsvReader::Next() {
         break;
     }
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(), "column '", columns_[i].name, "': '",
-                                                     f.text, "' is not ",
-                                                     TypeName(columns_[i].type)));
+      // The value itself is not quoted (see Open).
+      return absl::InvalidArgumentError(absl::StrCat(Where(), "column '", columns_[i].name,
+                                                     "' (field ", i + 1, "): expected ",
+                                                     TypeName(columns_[i].type), ", found ",
+                                                     f.text.size(), " bytes that are not"));
     }
   }
   return true;

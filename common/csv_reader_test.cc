@@ -5,10 +5,14 @@
 #include <fstream>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace pscluster {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 using Type = ColumnSpec::Type;
 
@@ -93,13 +97,15 @@ TEST(CsvReaderTest, MalformedValueNamesFileLineAndColumn) {
   auto s = (*r)->Next();
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
-  EXPECT_EQ(s.status().message(), path + ":3: column 'b': 'abc' is not an int");
+  EXPECT_EQ(s.status().message(),
+            path + ":3: column 'b' (field 2): expected an int, found 3 bytes that are not");
 
   const std::string floats = WriteFile("badf.csv", "x\n2.5.1\n");
   r = CsvReader::Open(floats, Columns({{"x", Type::kFloat}}));
   ASSERT_TRUE(r.ok());
   s = (*r)->Next();
-  EXPECT_EQ(s.status().message(), floats + ":2: column 'x': '2.5.1' is not a float");
+  EXPECT_EQ(s.status().message(),
+            floats + ":2: column 'x' (field 1): expected a float, found 5 bytes that are not");
 
   const std::string ints = WriteFile("badi.csv", "x\n2.5\n");
   r = CsvReader::Open(ints, Columns({{"x", Type::kInt}}));
@@ -126,8 +132,33 @@ TEST(CsvReaderTest, WrongFieldCountAndBadQuotes) {
   ASSERT_TRUE(r.ok());
   s = (*r)->Next();
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find(trailing + ":2: unexpected 'x'"), std::string::npos)
+  EXPECT_NE(s.status().message().find(trailing + ":2: unexpected character after a closing quote"),
+            std::string::npos)
       << s.status();
+}
+
+// Issue 12: a job pointing at a file that is not its data learns nothing of
+// what the file holds, whatever columns and types it declares.
+TEST(CsvReaderTest, ErrorsNeverQuoteTheFilesContents) {
+  const std::string path =
+      WriteFile("shadow", "root:$6$SECRETHASH:19000:0:99999:7:::\ndaemon:*:SECRET2:0:99999:7:::\n");
+  auto r = CsvReader::Open(path, Columns({{"userId", Type::kInt}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(path + ":1:"));
+  EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr("SECRET")));
+  EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr("root:")));
+  // A header guessed right: the rows' values are not quoted either.
+  r = CsvReader::Open(path, Columns({{"root:$6$SECRETHASH:19000:0:99999:7:::", Type::kInt}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto s = (*r)->Next();
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr(path + ":2:"));
+  EXPECT_THAT(std::string(s.status().message()), Not(HasSubstr("SECRET2")));
+  EXPECT_THAT(std::string(s.status().message()), Not(HasSubstr("daemon")));
+  const std::string quoted = WriteFile("quoted", "a\n\"x\"SECRET3\n");
+  r = CsvReader::Open(quoted, Columns({{"a", Type::kString}}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(std::string((*r)->Next().status().message()), Not(HasSubstr("SECRET3")));
 }
 
 TEST(CsvReaderTest, HeaderMismatchListsExpectedAndFound) {
@@ -137,8 +168,8 @@ TEST(CsvReaderTest, HeaderMismatchListsExpectedAndFound) {
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
   EXPECT_EQ(r.status().message(),
-            path + ":1: the header has columns [userId, movieId, rating] but the data source "
-                   "declares [userId, rating, movieId] (names and order must match)");
+            path + ":1: the header row does not match the data source's columns [userId, rating, "
+                   "movieId] (names and order must match): column 2 is not 'rating'");
 
   const std::string empty = WriteFile("empty.csv", "");
   r = CsvReader::Open(empty, Columns({{"a", Type::kInt}}));

@@ -658,6 +658,22 @@ std::vector<std::string> DataFiles(const JobSpec& spec) {
   return files;
 }
 
+std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec) {
+  std::vector<NamedDataFile> files;
+  for (const auto& [part, d] :
+       {std::pair<const char*, const DataSourceSpec*>{"train", &spec.data.train},
+        {"eval", &spec.data.eval}}) {
+    const std::string prefix = absl::StrCat("data.", part, ".");
+    if (d->format == "idx") {
+      files.push_back({prefix + "images", d->images});
+      files.push_back({prefix + "labels", d->labels});
+    } else if (d->format == "csv") {
+      files.push_back({prefix + "path", d->path});
+    }
+  }
+  return files;
+}
+
 const char* StrategyName(Strategy s) {
   return s == Strategy::kOneDevice ? "one_device" : "parameter_server";
 }

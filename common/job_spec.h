@@ -224,6 +224,14 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 // checking up front that they exist.
 std::vector<std::string> DataFiles(const JobSpec& spec);
 
+// A data file with the spec field that names it ("data.train.images").
+struct NamedDataFile {
+  std::string field;
+  std::string path;
+};
+// The same files as DataFiles, each with its field.
+std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec);
+
 // "parameter_server", "one_device", ...
 const char* StrategyName(Strategy s);
 const char* DeviceName(DevicePreference d);

@@ -36,8 +36,10 @@ class PsClient {
   // NOT_FOUND names the first unknown variable.
   virtual absl::Status Pull(const PullRequest& request, PullResponse* response) = 0;
   // Applies each gradient with its variable's optimizer. NOT_FOUND for an
-  // unknown variable, INVALID_ARGUMENT for a wrong dtype or shape; on error no
-  // gradient of the request is applied.
+  // unknown variable, INVALID_ARGUMENT for a wrong dtype or shape or a NaN or
+  // Inf gradient ("non-finite value"), RESOURCE_EXHAUSTED for new hash-table
+  // rows past the PS's memory limit; on error no gradient of the request is
+  // applied (and its update key is not recorded).
   virtual absl::Status Push(const PushRequest& request, PushResponse* response) = 0;
   virtual absl::Status Stats(const StatsRequest& request, StatsResponse* response) = 0;
 

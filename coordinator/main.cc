@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -24,9 +25,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/cluster_config.h"
+#include "common/confined_path.h"
+#include "common/job_paths.h"
+#include "common/update_lease.h"
+#include "coordinator/core/job_auth.h"
 #include "coordinator/core/cluster_probe.h"
 #include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/job_manager.h"
@@ -47,15 +53,30 @@ ABSL_FLAG(int, cluster_wait_s, 120,
 ABSL_FLAG(int64_t, ps_memory_limit_bytes, int64_t{8} << 30,
           "per-PS memory limit for one job's parameters plus optimizer slots: a submitted job "
           "whose layout needs more on any PS is refused (0: no limit)");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "bearer tokens of the job service, one `USER:TOKEN` (or bare TOKEN) per line: "
+          "requests without a listed token are UNAUTHENTICATED, and only a job's submitter may "
+          "cancel it. Empty: the job service is open to anyone who can connect.");
 ABSL_FLAG(std::string, state_dir, "",
           "durable coordinator state: submitted jobs are recorded here, and a coordinator "
           "restarted on the same directory resumes the jobs that had not ended");
+ABSL_FLAG(std::string, checkpoint_root, "",
+          "directory every job's checkpoint.dir must lie under (a relative checkpoint.dir is "
+          "taken relative to it); the PS get checkpoint names relative to it and resolve them "
+          "under their own --checkpoint_root (the same storage). With --state_dir, a job "
+          "without checkpoint.dir checkpoints into <checkpoint_root>/<job id>. Empty (default): "
+          "jobs that set checkpoint.dir are refused, and jobs have no checkpoints");
+ABSL_FLAG(std::vector<std::string>, data_root, {pscluster::kDefaultDataRoot},
+          "comma-separated directories a job's data files must lie under (symlinks resolved); "
+          "a job naming another file is refused. Default: /usr/share/datasets, where Debian's "
+          "dataset packages install (dataset-fashion-mnist)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves the pscluster coordinator.\n"
       "  coordinator --ps=HOST:PORT,... --workers=HOST:PORT,... [--address=HOST:PORT]\n"
-      "  coordinator --cluster=cluster.yaml    (or TF_CONFIG, task type chief)");
+      "  coordinator --cluster=cluster.yaml    (or TF_CONFIG, task type chief)\n"
+      "  [--checkpoint_root=DIR] [--data_root=DIR,...] [--state_dir=DIR]");
   absl::StatusOr<pscluster::ServerOptions> options = pscluster::ParseServerCommandLine(argc, argv);
   if (!options.ok()) {
     std::cerr << "coordinator: " << options.status().message() << "\n";
@@ -73,6 +94,19 @@ int main(int argc, char** argv) {
   if (!cluster.ok()) {
     std::cerr << "coordinator: " << cluster.status().message() << "\n";
     return pscluster::kExitBadFlags;
+  }
+  if (absl::Status s = pscluster::ConfigureTransport(options->transport); !s.ok()) {
+    std::cerr << "coordinator: " << s.message() << "\n";
+    return pscluster::kExitBadFlags;
+  }
+  pscluster::JobAuth auth;
+  if (const std::string tokens = absl::GetFlag(FLAGS_auth_tokens_file); !tokens.empty()) {
+    absl::StatusOr<pscluster::JobAuth> loaded = pscluster::JobAuth::FromFile(tokens);
+    if (!loaded.ok()) {
+      std::cerr << "coordinator: --auth_tokens_file: " << loaded.status().message() << "\n";
+      return pscluster::kExitBadFlags;
+    }
+    auth = *std::move(loaded);
   }
   if (cluster->has_value()) {
     if (addresses_given) {
@@ -146,6 +180,40 @@ int main(int argc, char** argv) {
   runner_options.worker_addresses = worker_addresses;
   runner_options.ps_memory_limit_bytes = absl::GetFlag(FLAGS_ps_memory_limit_bytes);
   runner_options.registry = registry;
+  runner_options.data_roots = absl::GetFlag(FLAGS_data_root);
+  if (runner_options.data_roots.empty()) {
+    std::cerr << "coordinator: --data_root must name at least one directory\n";
+    return pscluster::kExitBadFlags;
+  }
+  if (const std::string root = absl::GetFlag(FLAGS_checkpoint_root); !root.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);  // the checkpoints' storage, ours to lay out
+    absl::StatusOr<std::string> real = pscluster::RealRoot(root, "--checkpoint_root");
+    if (!real.ok()) {
+      std::cerr << "coordinator: " << real.status().message() << "\n";
+      return pscluster::kExitBadFlags;
+    }
+    runner_options.checkpoint_root = *real;
+  }
+  spdlog::info("data roots {}; {}", absl::StrJoin(runner_options.data_roots, ","),
+               runner_options.checkpoint_root.empty()
+                   ? std::string("no --checkpoint_root: jobs run without checkpoints")
+                   : "checkpoints under " + runner_options.checkpoint_root);
+  // The secret job keys are derived from (common/update_lease.h): kept in the
+  // state directory so that a restarted coordinator derives the same keys for
+  // the jobs it resumes; random per process without one.
+  if (const std::string dir = absl::GetFlag(FLAGS_state_dir); !dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    absl::StatusOr<std::string> secret = pscluster::LoadOrCreateSecret(dir + "/lease_secret");
+    if (!secret.ok()) {
+      std::cerr << "coordinator: --state_dir: " << secret.status().message() << "\n";
+      return 1;
+    }
+    runner_options.lease_secret = *std::move(secret);
+  } else {
+    runner_options.lease_secret = pscluster::RandomSecret();
+  }
   auto metrics = std::make_shared<pscluster::CoordinatorMetrics>();
   runner_options.metrics = metrics.get();
   auto jobs = std::make_unique<pscluster::JobManager>(ps, workers, runner_options,
@@ -156,7 +224,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (*resumed > 0) spdlog::info("coordinator resumed {} unfinished job(s)", *resumed);
-  pscluster::CoordinatorService service(jobs.get(), registry);
+  if (!auth.enabled()) {
+    spdlog::warn("the job service is open to anyone who can connect (no --auth_tokens_file)");
+  } else if (!pscluster::TransportUsesTls()) {
+    spdlog::warn("bearer tokens travel in plaintext without TLS (--tls_cert/--tls_key/--tls_ca)");
+  }
+  pscluster::CoordinatorService service(jobs.get(), registry, std::move(auth));
   metrics->SetJobSource([manager = jobs.get()] { return manager->List(); });
 
   options->health_services = {pscluster::Coordinator::service_full_name()};

@@ -11,6 +11,7 @@
 #include <malloc.h>
 
 #include <csignal>
+#include <filesystem>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -18,14 +19,30 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/synchronization/notification.h"
 #include "common/cluster_config.h"
+#include "common/confined_path.h"
 #include "ps/core/job_stores.h"
 #include "ps/core/job_stores_metrics.h"
+#include "ps/core/memory_budget.h"
 #include "ps/service/ps_service.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
+
+ABSL_FLAG(int64_t, max_memory_bytes, int64_t{8} << 30,
+          "Most bytes of parameters plus optimizer slots (hash-table rows included) this PS "
+          "holds over all jobs; CreateVariables, Restore and requests that would create rows "
+          "past it are refused with RESOURCE_EXHAUSTED. 0: unlimited. Default 8 GiB, the "
+          "coordinator's --ps_memory_limit_bytes.");
+
+ABSL_FLAG(std::string, checkpoint_root, "",
+          "Directory under which this PS reads and writes checkpoint files: Save and Restore "
+          "name files relative to it (e.g. job-a/ckpt-3/ps-0.data), and a name whose real path "
+          "leaves it (\"..\", a symlink pointing out) is refused. Empty (default): Save and "
+          "Restore are refused with FAILED_PRECONDITION. Mount the coordinator's "
+          "--checkpoint_root storage here.");
 
 namespace pscluster {
 namespace {
@@ -45,6 +62,7 @@ int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs one pscluster parameter-server task.\n"
       "  ps_server --address=HOST:PORT [--port_file=FILE] [--metrics_address=HOST:PORT]\n"
+      "            [--checkpoint_root=DIR]\n"
       "  ps_server --cluster=cluster.yaml --task_index=I    (or TF_CONFIG, task type ps)");
   absl::StatusOr<ServerOptions> parsed = ParseServerCommandLine(argc, argv);
   if (!parsed.ok()) {
@@ -52,10 +70,20 @@ int Main(int argc, char** argv) {
     return kExitBadFlags;
   }
   ServerOptions& options = *parsed;
+  const int64_t max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
+  if (max_memory_bytes < 0) {
+    std::cerr << "ps_server: --max_memory_bytes must be >= 0 (0: unlimited), got "
+              << max_memory_bytes << "\n";
+    return kExitBadFlags;
+  }
   absl::StatusOr<std::optional<ClusterConfig>> cluster =
       ResolveServerCluster(TaskType::kPs, std::getenv("TF_CONFIG"), &options);
   if (!cluster.ok()) {
     std::cerr << "ps_server: " << cluster.status().message() << "\n";
+    return kExitBadFlags;
+  }
+  if (absl::Status s = ConfigureTransport(options.transport); !s.ok()) {
+    std::cerr << "ps_server: " << s.message() << "\n";
     return kExitBadFlags;
   }
 
@@ -78,6 +106,21 @@ int Main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   VariableStore::Options store_options;
   store_options.registry = registry;
+  store_options.checkpoint_root = absl::GetFlag(FLAGS_checkpoint_root);
+  if (!store_options.checkpoint_root.empty()) {
+    std::error_code ec;  // created if missing (a fresh volume); RealRoot says if that failed
+    std::filesystem::create_directories(store_options.checkpoint_root, ec);
+    absl::StatusOr<std::string> root =
+        RealRoot(store_options.checkpoint_root, "--checkpoint_root");
+    if (!root.ok()) {
+      spdlog::error("{}", std::string(root.status().message()));
+      return kExitBadFlags;
+    }
+    spdlog::info("checkpoints under {}", *root);
+  } else {
+    spdlog::info("no --checkpoint_root: Save and Restore are refused");
+  }
+  store_options.memory_budget = std::make_shared<MemoryBudget>(max_memory_bytes);
   JobStores jobs(store_options);
   ParameterServerService service(&jobs, registry);
   options.health_services = {ParameterServer::service_full_name()};

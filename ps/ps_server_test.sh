@@ -7,7 +7,7 @@ TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 
 fail() { echo "FAIL: $*"; exit 1; }
 
-for args in "--bogus" "--address=nope" "--address" "extra"; do
+for args in "--bogus" "--address=nope" "--address" "extra" "--max_memory_bytes=-1"; do
   "$BIN" $args >/dev/null 2>&1
   rc=$?
   [[ $rc -eq 2 ]] || fail "ps_server $args exited $rc, want 2"

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/support/client_interceptor.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <signal.h>
@@ -52,9 +53,10 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
   grpc::EnableDefaultHealthCheckService(true);
   auto running = std::unique_ptr<RunningServer>(new RunningServer());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &running->port_);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddListeningPort(options.address, TransportServerCredentials(), &running->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(MaxMessageBytes()));
+  builder.SetMaxSendMessageSize(static_cast<int>(MaxMessageBytes()));
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* s : services) builder.RegisterService(s);
   running->server_ = builder.BuildAndStart();
   if (!running->server_ || running->port_ == 0) {
@@ -100,10 +102,48 @@ std::string ChannelTarget(const std::string& target) {
   return absl::StrCat("dns:///", target);
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
+namespace {
+
+// Adds `authorization: Bearer TOKEN` to each call's initial metadata.
+class BearerTokenInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(std::shared_ptr<const std::string> header)
+      : header_(std::move(header)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", *header_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  std::shared_ptr<const std::string> header_;
+};
+
+class BearerTokenInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenInterceptorFactory(const std::string& token)
+      : header_(std::make_shared<const std::string>("Bearer " + token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new BearerTokenInterceptor(header_);
+  }
+
+ private:
+  std::shared_ptr<const std::string> header_;
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const std::string& bearer_token) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(static_cast<int>(MaxMessageBytes()));
+  args.SetMaxSendMessageSize(static_cast<int>(MaxMessageBytes()));
+  if (const std::string name = TransportServerName(); !name.empty()) {
+    args.SetSslTargetNameOverride(name);
+  }
   // Each channel gets its own TCP connection rather than sharing a subchannel.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A restarted PS, worker or coordinator is reconnected to within a second
@@ -116,8 +156,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
   // 30 s: a pod restarted at a new IP would wait that long. Nothing here may
   // turn re-resolution off; this only shortens its rate limit.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
-  return grpc::CreateCustomChannel(ChannelTarget(target), grpc::InsecureChannelCredentials(),
-                                   args);
+  if (bearer_token.empty()) {
+    return grpc::CreateCustomChannel(ChannelTarget(target), TransportChannelCredentials(), args);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(bearer_token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      ChannelTarget(target), TransportChannelCredentials(), args, std::move(interceptors));
 }
 
 void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {

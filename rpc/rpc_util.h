@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "rpc/transport.h"
 
 namespace prometheus {
 class Collectable;
@@ -25,10 +26,6 @@ namespace pscluster {
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
 absl::Status FromGrpcStatus(const grpc::Status& s);
-
-// Largest message a pscluster server or channel accepts (1 GiB). Larger ones
-// are refused by gRPC with RESOURCE_EXHAUSTED naming the size.
-inline constexpr int kMaxMessageBytes = 1 << 30;
 
 struct ServerOptions {
   // "127.0.0.1:0" lets the kernel pick a free port.
@@ -48,6 +45,10 @@ struct ServerOptions {
   // service answers SERVING for once the server starts, besides "" (the
   // server as a whole). Set by each main.cc, not by a flag.
   std::vector<std::string> health_services;
+  // From --tls_cert/--tls_key/--tls_ca/--tls_server_name (or the cluster's
+  // `tls`) and --max_message_bytes; each main.cc applies it with
+  // ConfigureTransport before it starts the server.
+  TransportOptions transport;
 };
 
 // A started gRPC server with the health-checking service, plus its metrics
@@ -84,21 +85,34 @@ class RunningServer {
   int metrics_port_ = 0;
 };
 
-// Starts `services` on options.address. UNAVAILABLE if the address cannot be
-// bound. `registry` (may be null) is exposed on options.metrics_address,
+// Starts `services` on options.address with the process's transport
+// (transport.h: plaintext or mutual TLS, and the largest message, larger ones
+// refused by gRPC with RESOURCE_EXHAUSTED). One listening socket: SO_REUSEPORT
+// is off (gRPC otherwise clones the listener once per server completion queue,
+// and with port 0 the clone binds a second, kernel-picked port that nothing
+// announces; reuseport would also let another process of the same user bind
+// the same port and take a share of the connections). UNAVAILABLE if the
+// address cannot be bound. `registry` (may be null) is exposed on options.metrics_address,
 // together with the process metrics. The health service answers SERVING for
 // "" and each of options.health_services (SetServing changes it).
 absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
     const ServerOptions& options, const std::vector<grpc::Service*>& services,
     std::shared_ptr<prometheus::Registry> registry);
 
-// An insecure channel to `target` with pscluster's message-size limits.
+// A channel to `target` with the process's transport (transport.h: plaintext
+// or mutual TLS, checking the server's certificate against the cluster CA and
+// the dialled host or the configured server name) and message-size limit.
 // A plain "host:port" target goes through gRPC's DNS resolver
 // ("dns:///host:port"), which resolves the name again whenever the connection
 // fails, so a peer that comes back at a new IP under the same name (a
 // Kubernetes pod) is found; targets with a scheme ("ipv4:", "unix:", ...) are
 // used as they are.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target);
+//
+// A non-empty `bearer_token` is sent as `authorization: Bearer TOKEN` metadata
+// on every call of the channel (a client interceptor), for the coordinator's
+// job service (coordinator/core/job_auth.h).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const std::string& bearer_token = "");
 
 // The gRPC target MakeChannel connects to for `target` (exposed for tests).
 std::string ChannelTarget(const std::string& target);

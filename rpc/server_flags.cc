@@ -20,6 +20,19 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port for Prometheus /metrics; empty turns metrics serving off.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate (chain) of this process, signed by --tls_ca. With --tls_key and "
+          "--tls_ca every server and channel of the process uses mutual TLS. Default: the "
+          "cluster file's or TF_CONFIG's `tls.cert`, else plaintext.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM certificate of the cluster CA: peers must present a certificate it signed.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "check peers' certificates against this name instead of the host dialled (one "
+          "cluster certificate for every task, e.g. DNS:pscluster).");
+ABSL_FLAG(int64_t, max_message_bytes, pscluster::kDefaultMaxMessageBytes,
+          "largest gRPC message this process sends or accepts (larger: RESOURCE_EXHAUSTED). "
+          "Every process of a cluster should use the same value.");
 ABSL_FLAG(std::string, cluster, "",
           "cluster file (YAML or JSON: a `cluster:` mapping of chief/worker/ps to lists of "
           "host:port, as in TF_CONFIG); with --task_type/--task_index. Wins over TF_CONFIG.");
@@ -93,6 +106,17 @@ absl::StatusOr<ServerOptions> ParseServerCommandLine(int argc, char** argv) {
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.log_level = absl::GetFlag(FLAGS_log_level);
+  options.transport.tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  options.transport.tls.key = absl::GetFlag(FLAGS_tls_key);
+  options.transport.tls.ca = absl::GetFlag(FLAGS_tls_ca);
+  options.transport.tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  options.transport.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (options.transport.max_message_bytes < kMinMaxMessageBytes ||
+      options.transport.max_message_bytes > kMaxMaxMessageBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_message_bytes=", options.transport.max_message_bytes, " is outside [",
+        kMinMaxMessageBytes, ", ", kMaxMaxMessageBytes, "]"));
+  }
   if (absl::Status s = CheckAddress("address", options.address); !s.ok()) return s;
   if (absl::Status s = CheckLogLevel(options.log_level); !s.ok()) return s;
   if (!options.metrics_address.empty()) {
@@ -162,6 +186,12 @@ absl::StatusOr<std::optional<ClusterConfig>> ResolveServerCluster(TaskType self,
   }
   if (absl::GetFlag(FLAGS_address).empty()) {
     options->address = ListenAddressFor(config->task_address());
+  }
+  // The cluster's TLS files unless the flags name some.
+  if (options->transport.tls.empty()) {
+    const std::string server_name = options->transport.tls.server_name;
+    options->transport.tls = config->cluster.tls;
+    if (!server_name.empty()) options->transport.tls.server_name = server_name;
   }
   return std::optional<ClusterConfig>(*std::move(config));
 }

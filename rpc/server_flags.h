@@ -1,5 +1,6 @@
 // The flags every pscluster server takes (--address, --port_file,
-// --metrics_address, --log_level, and the cluster: --cluster, --task_type,
+// --metrics_address, --log_level, the transport: --tls_cert, --tls_key,
+// --tls_ca, --tls_server_name, --max_message_bytes, and the cluster: --cluster, --task_type,
 // --task_index or the TF_CONFIG environment variable) and their checking, so
 // that each main.cc is wiring only and every server treats bad flags alike: a
 // message and exit code 2.
@@ -36,7 +37,8 @@ absl::StatusOr<ServerOptions> ParseServerCommandLine(int argc, char** argv);
 //
 // Unless --address was given, sets options->address to the task's entry in
 // the cluster: that address when its host is an IP literal, 0.0.0.0:PORT
-// when it is a DNS name (ListenAddressFor).
+// when it is a DNS name (ListenAddressFor). Unless --tls_cert/--tls_key/
+// --tls_ca were given, sets options->transport.tls to the cluster's `tls`.
 //
 // INVALID_ARGUMENT names the problem (see ParseTfConfig), a task of another
 // type, or --task_type/--task_index without a cluster; NOT_FOUND an

@@ -104,12 +104,16 @@ show_logs() {
     tail -n 25 "$f" >&2 || true
   done
 }
-start ps0 ps 0 "$PS_SERVER" --metrics_address "127.0.0.1:$M0"
-start ps1 ps 1 "$PS_SERVER" --metrics_address "127.0.0.1:$M1"
-start worker0 worker 0 "$WORKER_SERVER" --compute_threads 1
-start worker1 worker 1 "$WORKER_SERVER" --compute_threads 1
+# Confined paths: checkpoints under one root (each job without checkpoint.dir
+# in ROOT/<job id>), data under Debian's datasets and the MovieLens export.
+ROOT="$TMP/checkpoints"
+DATA_ROOTS="/usr/share/datasets,$(dirname "$(readlink -f "$CSV")")"  # symlinks resolved
+start ps0 ps 0 "$PS_SERVER" --metrics_address "127.0.0.1:$M0" --checkpoint_root "$ROOT"
+start ps1 ps 1 "$PS_SERVER" --metrics_address "127.0.0.1:$M1" --checkpoint_root "$ROOT"
+start worker0 worker 0 "$WORKER_SERVER" --compute_threads 1 --data_root "$DATA_ROOTS"
+start worker1 worker 1 "$WORKER_SERVER" --compute_threads 1 --data_root "$DATA_ROOTS"
 start coordinator chief 0 "$COORDINATOR" --state_dir "$TMP/state" \
-  --ps_memory_limit_bytes 200000000
+  --ps_memory_limit_bytes 200000000 --checkpoint_root "$ROOT" --data_root "$DATA_ROOTS"
 for name in ps0 ps1 worker0 worker1 coordinator; do
   for _ in $(seq 1 600); do
     grep -q "listening on" "$TMP/$name.out" 2>/dev/null && break
@@ -140,6 +144,17 @@ grep -q "per_replica_batch must be <= 65536" "$TMP/overflow.err" || fail "overfl
 expect_exit 2 huge submit "$TMP/huge.yaml"
 grep -q "over the per-PS memory limit" "$TMP/huge.err" || fail "huge: no reason given"
 expect_exit 3 unreachable status --coordinator 127.0.0.1:1
+# Files outside the roots (issue 12): refused naming the field and the flag,
+# never quoting the file.
+sed "s|images: $DATA/train-images-idx3-ubyte.gz|images: /etc/shadow|" "$TMP/a.yaml" > "$TMP/shadow.yaml"
+expect_exit 2 shadow submit "$TMP/shadow.yaml"
+grep -q "data.train.images: '/etc/shadow' is not under a data root" "$TMP/shadow.err" ||
+  fail "shadow: no reason given"
+if grep -q "root:" "$TMP/shadow.err"; then fail "shadow: the error quotes the file"; fi
+printf 'checkpoint: {dir: /tmp/elsewhere}\n' | cat "$TMP/a.yaml" - > "$TMP/elsewhere.yaml"
+expect_exit 2 elsewhere submit "$TMP/elsewhere.yaml"
+grep -q "checkpoint.dir: '/tmp/elsewhere' is outside --checkpoint_root" "$TMP/elsewhere.err" ||
+  fail "elsewhere: no reason given"
 
 # Three jobs at once (C comes later, for the memory check).
 declare -A ID

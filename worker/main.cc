@@ -12,10 +12,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "common/cluster_config.h"
+#include "common/job_paths.h"
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
@@ -24,6 +27,10 @@
 #include "worker/service/worker_service.h"
 
 ABSL_FLAG(int, ps_timeout_ms, 30000, "deadline of each Pull/Push to a PS");
+ABSL_FLAG(std::vector<std::string>, data_root, {pscluster::kDefaultDataRoot},
+          "comma-separated directories a job's data files must lie under (symlinks resolved): "
+          "SetupJob of a job naming another file is INVALID_ARGUMENT (the coordinator checks "
+          "its own --data_root first). Default: /usr/share/datasets");
 ABSL_FLAG(int, compute_threads, 0,
           "threads of the CPU backend's matrix products (OpenBLAS); 0: one per core. Give "
           "workers that share a machine a share of its cores (psctl local does).");
@@ -32,6 +39,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves a pscluster worker task.\n"
       "  worker_server --address=HOST:PORT [--port_file=FILE] [--metrics_address=HOST:PORT]\n"
+      "                [--data_root=DIR,...]\n"
       "  worker_server --cluster=cluster.yaml --task_index=I    (or TF_CONFIG, task type worker)");
   absl::StatusOr<pscluster::ServerOptions> options = pscluster::ParseServerCommandLine(argc, argv);
   if (!options.ok()) {
@@ -42,6 +50,10 @@ int main(int argc, char** argv) {
       pscluster::TaskType::kWorker, std::getenv("TF_CONFIG"), &*options);
   if (!cluster.ok()) {
     std::cerr << "worker_server: " << cluster.status().message() << "\n";
+    return pscluster::kExitBadFlags;
+  }
+  if (absl::Status s = pscluster::ConfigureTransport(options->transport); !s.ok()) {
+    std::cerr << "worker_server: " << s.message() << "\n";
     return pscluster::kExitBadFlags;
   }
   // Logs go to stderr: stdout carries only the "listening on" line.
@@ -56,12 +68,19 @@ int main(int argc, char** argv) {
   pscluster::SetCpuComputeThreads(absl::GetFlag(FLAGS_compute_threads));
   auto registry = std::make_shared<prometheus::Registry>();
   const int ps_timeout_ms = absl::GetFlag(FLAGS_ps_timeout_ms);
-  pscluster::WorkerState state([ps_timeout_ms](const std::string& address) {
-    pscluster::GrpcPsClient::Options o;
-    o.target = address;
-    o.call_timeout = std::chrono::milliseconds(ps_timeout_ms);
-    return std::make_unique<pscluster::GrpcPsClient>(o);
-  });
+  const std::vector<std::string> data_roots = absl::GetFlag(FLAGS_data_root);
+  if (data_roots.empty()) {
+    std::cerr << "worker_server: --data_root must name at least one directory\n";
+    return pscluster::kExitBadFlags;
+  }
+  pscluster::WorkerState state(
+      [ps_timeout_ms](const std::string& address) {
+        pscluster::GrpcPsClient::Options o;
+        o.target = address;
+        o.call_timeout = std::chrono::milliseconds(ps_timeout_ms);
+        return std::make_unique<pscluster::GrpcPsClient>(o);
+      },
+      data_roots);
   pscluster::WorkerService service(&state, registry);
   options->health_services = {pscluster::Worker::service_full_name()};
   auto server = pscluster::StartServer(*options, {&service}, registry);

@@ -51,8 +51,16 @@ absl::Status FileSystemError(const std::error_code& ec, const std::string& what,
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string dir, int64_t keep, std::string job_id)
-    : dir_(std::move(dir)), keep_(keep), job_id_(std::move(job_id)) {}
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep, std::string job_id,
+                                     std::string name_prefix)
+    : dir_(std::move(dir)),
+      keep_(keep),
+      job_id_(std::move(job_id)),
+      name_prefix_(std::move(name_prefix)) {}
+
+std::string CheckpointManager::FileName(int64_t id, const std::string& file) const {
+  return absl::StrCat(name_prefix_, name_prefix_.empty() ? "" : "/", kPrefix, id, "/", file);
+}
 
 std::string CheckpointManager::CheckpointPath(int64_t id) const {
   return absl::StrCat(dir_, "/", kPrefix, id);
@@ -141,7 +149,7 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::SaveInto(
   for (size_t p = 0; p < ps.size(); ++p) {
     threads.emplace_back([&, p] {
       SaveRequest request;
-      request.set_path(absl::StrCat(path, "/ps-", p, ".data"));
+      request.set_name(FileName(next, absl::StrCat("ps-", p, ".data")));
       request.set_ps_index(static_cast<int>(p));
       request.set_job(job_id_);
       status[p] = ps[p]->Save(request, &saved[p]);
@@ -173,7 +181,7 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::SaveInto(
   manifest.clear_files();
   for (const SaveResponse& s : saved) {
     CheckpointFile* f = manifest.add_files();
-    f->set_path(s.path());
+    f->set_name(s.name());
     f->set_bytes(s.bytes());
     f->set_checksum(s.checksum());
   }
@@ -192,6 +200,11 @@ absl::Status CheckpointManager::Restore(const CheckpointManifest& manifest, cons
     threads.emplace_back([&, p] {
       RestoreRequest request;
       *request.mutable_files() = manifest.files();
+      for (CheckpointFile& f : *request.mutable_files()) {
+        // Manifests written before checkpoint names hold absolute paths.
+        f.set_name(FileName(manifest.checkpoint_id(),
+                            std::filesystem::path(f.name()).filename().string()));
+      }
       *request.mutable_variables() = plan.per_ps[p];
       request.set_num_ps(static_cast<int>(ps.size()));
       request.set_ps_index(static_cast<int>(p));

@@ -1,14 +1,18 @@
 // CheckpointManager: a job's checkpoints in one directory.
 //
 // Save asks every PS to write its data file into <dir>/ckpt-<id>/ (each PS
-// writes, fsyncs and renames its own file), then commits the checkpoint by
+// writes, fsyncs and renames its own file), naming it by its checkpoint name
+// <name_prefix>/ckpt-<id>/ps-<i>.data, which each PS resolves under its own
+// --checkpoint_root (common/confined_path.h), then commits the checkpoint by
 // writing <dir>/ckpt-<id>/MANIFEST durably (temp file, fsync, rename, fsync of
 // the directory) and deletes the oldest checkpoints beyond `keep`. Until the
 // MANIFEST exists the checkpoint does not exist: a crash at any point of a
 // save leaves the previous checkpoint as the newest complete one, and a save
 // that fails removes its directory.
 //
-// Restore hands every PS the manifest's files and its part of the new layout
+// Restore hands every PS the manifest's files (named as Save names them, from
+// the files' base names, whatever the manifest recorded) and its part of the
+// new layout
 // (any number of PS); each PS verifies sizes and checksums before it replaces
 // anything. RestoreLatest falls back to older checkpoints when one fails
 // verification (DATA_LOSS).
@@ -29,7 +33,11 @@ namespace pscluster {
 
 class CheckpointManager {
  public:
-  CheckpointManager(std::string dir, int64_t keep, std::string job_id);
+  // `dir`: the directory as this process reaches it; `name_prefix`: the same
+  // directory relative to the PS's checkpoint root ("" when the root is `dir`
+  // itself; CheckpointLocation::name_prefix in common/job_paths.h).
+  CheckpointManager(std::string dir, int64_t keep, std::string job_id,
+                    std::string name_prefix = "");
 
   const std::string& dir() const { return dir_; }
 
@@ -68,6 +76,8 @@ class CheckpointManager {
 
  private:
   std::string CheckpointPath(int64_t id) const;
+  // The checkpoint name of data file `file` (a base name) of checkpoint `id`.
+  std::string FileName(int64_t id, const std::string& file) const;
   // Save's writes into the new directory `path` of checkpoint `id`.
   absl::StatusOr<CheckpointManifest> SaveInto(const std::string& path, int64_t id,
                                               const std::vector<PsClient*>& ps,
@@ -77,6 +87,7 @@ class CheckpointManager {
   const std::string dir_;
   const int64_t keep_;
   const std::string job_id_;
+  const std::string name_prefix_;
 };
 
 // Whether an error of CheckpointManager::Save came from the PS tasks

@@ -52,11 +52,23 @@ VariablePlan Plan(int num_ps) {
   return *plan;
 }
 
+// The PS tasks' --checkpoint_root (a real path); every test's checkpoint
+// directory is below it.
+std::string Root() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return fs::canonical(tmp != nullptr ? tmp : "/tmp").string();
+}
+
+// A checkpoint directory's name prefix for the PS: `dir` relative to Root().
+std::string Prefix(const std::string& dir) { return dir.substr(Root().size() + 1); }
+
 // The PS tasks of one layout.
 struct Cluster {
   explicit Cluster(int num_ps, bool create = true) : plan(Plan(num_ps)) {
+    VariableStore::Options options;
+    options.checkpoint_root = Root();
     for (int i = 0; i < num_ps; ++i) {
-      stores.push_back(std::make_unique<VariableStore>());
+      stores.push_back(std::make_unique<VariableStore>(options));
       clients.push_back(std::make_unique<InProcessPsClient>(stores.back().get()));
       ps.push_back(clients.back().get());
       CreateVariablesResponse response;
@@ -165,8 +177,7 @@ void Train(Cluster& c, float g) {
 }
 
 std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  const std::string dir = absl::StrCat(Root(), "/", name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -204,23 +215,49 @@ void WriteFile(const std::string& path, const std::string& contents) {
 TEST(CheckpointManagerTest, SaveWritesManifestAndFiles) {
   const std::string dir = FreshDir("save");
   Cluster c(2);
-  CheckpointManager m(dir, 3, "job-1");
+  CheckpointManager m(dir, 3, "job-1", Prefix(dir));
   const CheckpointManifest saved = SaveOk(m, c, 40);
   EXPECT_EQ(saved.checkpoint_id(), 0);
   EXPECT_EQ(saved.job_id(), "job-1");
   EXPECT_EQ(saved.num_ps(), 2);
   EXPECT_EQ(saved.global_step(), 40);
   ASSERT_EQ(saved.files_size(), 2);
-  EXPECT_EQ(saved.files(1).path(), dir + "/ckpt-0/ps-1.data");
-  EXPECT_EQ(static_cast<int64_t>(fs::file_size(saved.files(1).path())), saved.files(1).bytes());
+  // The PS were sent names relative to their checkpoint root.
+  EXPECT_EQ(saved.files(1).name(), "save/ckpt-0/ps-1.data");
+  EXPECT_EQ(static_cast<int64_t>(fs::file_size(dir + "/ckpt-0/ps-1.data")), saved.files(1).bytes());
   EXPECT_TRUE(fs::exists(dir + "/ckpt-0/MANIFEST"));
   EXPECT_EQ(Ids(m.List()), std::vector<int64_t>{0});
+}
+
+// The coordinator may reach the storage at another path than the PS (its
+// own mount): the PS get names relative to their root, whatever the
+// coordinator's path; a manifest of absolute paths (written before checkpoint
+// names) restores through the files' base names.
+TEST(CheckpointManagerTest, PsGetNamesRelativeToTheirRoot) {
+  const std::string real = FreshDir("jobs/elsewhere");
+  const std::string mount = Root() + "/coordinator-mount";
+  fs::remove_all(mount);
+  fs::create_directory_symlink(real, mount);
+  Cluster c(2);
+  CheckpointManager m(mount, 3, "job", "jobs/elsewhere");
+  Train(c, 0.1f);
+  CheckpointManifest saved = SaveOk(m, c, 5);
+  EXPECT_EQ(saved.files(0).name(), "jobs/elsewhere/ckpt-0/ps-0.data");
+  EXPECT_TRUE(fs::exists(real + "/ckpt-0/ps-0.data"));
+  EXPECT_TRUE(fs::exists(mount + "/ckpt-0/MANIFEST"));
+
+  for (CheckpointFile& f : *saved.mutable_files()) {
+    f.set_name("/old/abs/ckpt-0/" + fs::path(f.name()).filename().string());
+  }
+  Cluster restored(2, /*create=*/false);
+  ASSERT_TRUE(m.Restore(saved, restored.plan, restored.ps).ok());
+  EXPECT_EQ(Dense(restored, "emb"), Dense(c, "emb"));
 }
 
 TEST(CheckpointManagerTest, ListIgnoresTornDirsAndUnreadableManifests) {
   const std::string dir = FreshDir("list");
   Cluster c(2);
-  CheckpointManager m(dir, 10, "job");
+  CheckpointManager m(dir, 10, "job", Prefix(dir));
   SaveOk(m, c, 10);  // ckpt-0
   SaveOk(m, c, 20);  // ckpt-1
   // Torn: data files but no MANIFEST (a crash before the commit).
@@ -240,7 +277,7 @@ TEST(CheckpointManagerTest, ListIgnoresTornDirsAndUnreadableManifests) {
 TEST(CheckpointManagerTest, SavePrunesToKeepAndRemovesTornDirs) {
   const std::string dir = FreshDir("prune");
   Cluster c(2);
-  CheckpointManager m(dir, 2, "job");
+  CheckpointManager m(dir, 2, "job", Prefix(dir));
   SaveOk(m, c, 10);
   SaveOk(m, c, 20);
   fs::create_directories(dir + "/ckpt-2");  // torn
@@ -258,14 +295,14 @@ TEST(CheckpointManagerTest, SavePrunesToKeepAndRemovesTornDirs) {
 TEST(CheckpointManagerTest, RestoreLatestFallsBackPastACorruptedCheckpoint) {
   const std::string dir = FreshDir("fallback");
   Cluster c(2);
-  CheckpointManager m(dir, 3, "job");
+  CheckpointManager m(dir, 3, "job", Prefix(dir));
   Train(c, 0.1f);
   SaveOk(m, c, 1);  // ckpt-0
   const std::vector<float> emb0 = Dense(c, "emb");
   Train(c, 0.2f);
   const CheckpointManifest newest = SaveOk(m, c, 2);  // ckpt-1
   ASSERT_NE(Dense(c, "emb"), emb0);
-  FlipByte(newest.files(1).path(), newest.files(1).bytes() / 2);
+  FlipByte(dir + "/ckpt-1/ps-1.data", newest.files(1).bytes() / 2);
 
   Cluster restored(2, /*create=*/false);
   absl::StatusOr<CheckpointManifest> got = m.RestoreLatest(restored.plan, restored.ps);
@@ -283,7 +320,7 @@ TEST(CheckpointManagerTest, RestoreLatestFallsBackPastACorruptedCheckpoint) {
 
 TEST(CheckpointManagerTest, RestoreLatestWithoutCheckpointsIsNotFound) {
   const std::string dir = FreshDir("empty");
-  CheckpointManager m(dir, 3, "job");
+  CheckpointManager m(dir, 3, "job", Prefix(dir));
   Cluster c(1, /*create=*/false);
   EXPECT_TRUE(absl::IsNotFound(m.RestoreLatest(c.plan, c.ps).status()));
   CheckpointManager missing(dir + "/does-not-exist", 3, "job");
@@ -293,7 +330,7 @@ TEST(CheckpointManagerTest, RestoreLatestWithoutCheckpointsIsNotFound) {
 
 TEST(CheckpointManagerTest, RestoresIntoADifferentNumberOfPs) {
   const std::string dir = FreshDir("reshard");
-  CheckpointManager m(dir, 3, "job");
+  CheckpointManager m(dir, 3, "job", Prefix(dir));
   Cluster two(2);
   ASSERT_EQ(Placement(two, "emb").shards_size(), 2);
   Train(two, 0.25f);
@@ -349,7 +386,7 @@ class FailingSavePs : public InProcessPsClient {
       : InProcessPsClient(store), error_(std::move(error)) {}
   absl::Status Save(const SaveRequest& request, SaveResponse* response) override {
     if (error_.ok()) return InProcessPsClient::Save(request, response);
-    WriteFile(request.path(), "partial");
+    WriteFile(Root() + "/" + request.name(), "partial");
     return error_;
   }
   absl::Status error_;
@@ -360,7 +397,7 @@ TEST(CheckpointManagerFailureTest, AFailedSaveRemovesItsDirectoryAndReusesTheId)
   Cluster c(2);
   FailingSavePs full(c.stores[1].get(), absl::OkStatus());
   std::vector<PsClient*> ps = {c.ps[0], &full};
-  CheckpointManager m(dir, 3, "job");
+  CheckpointManager m(dir, 3, "job", Prefix(dir));
   CheckpointManifest manifest;
   ASSERT_TRUE(m.Save(ps, {}, manifest).ok());  // ckpt-0
   const std::string committed = ReadAll(dir + "/ckpt-0/ps-1.data");
@@ -386,7 +423,7 @@ TEST(CheckpointManagerFailureTest, AnUnreachablePsIsAPsFailure) {
   const std::string dir = FreshDir("unreachable-ps");
   Cluster c(2);
   FailingSavePs down(c.stores[0].get(), absl::UnavailableError("connection refused"));
-  CheckpointManager m(dir, 3, "job");
+  CheckpointManager m(dir, 3, "job", Prefix(dir));
   absl::StatusOr<CheckpointManifest> saved = m.Save({&down, c.ps[1]}, {}, CheckpointManifest());
   ASSERT_FALSE(saved.ok());
   EXPECT_TRUE(IsPsFailure(saved.status())) << saved.status();
@@ -398,7 +435,7 @@ TEST(CheckpointManagerFailureTest, ADirectoryThatIsAFileNamesTheErrno) {
   const std::string dir = parent + "/ckpt";
   WriteFile(dir, "a regular file");
   Cluster c(2);
-  CheckpointManager m(dir, 3, "job");
+  CheckpointManager m(dir, 3, "job", Prefix(dir));
   absl::StatusOr<CheckpointManifest> saved = m.Save(c.ps, {}, CheckpointManifest());
   ASSERT_FALSE(saved.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(saved.status())) << saved.status();  // ENOTDIR

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/update_lease.h"
 
 namespace pscluster {
 namespace {
@@ -29,6 +30,11 @@ RunClosureRequest MakeRequest(const DispatchOptions& options, const Closure& c) 
   request.set_closure_id(c.id);
   request.set_mode(options.mode);
   *request.mutable_split() = c.split;
+  if (!options.job_key.empty() && options.mode == TRAIN && options.batch > 0) {
+    const int64_t steps = (c.split.end() - c.split.begin() + options.batch - 1) / options.batch;
+    request.set_lease_steps(steps);
+    request.set_lease(MakeLease(options.job_key, options.job_id, c.id, steps));
+  }
   return request;
 }
 

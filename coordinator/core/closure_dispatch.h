@@ -28,6 +28,10 @@ namespace pscluster {
 struct DispatchOptions {
   std::string job_id;
   ClosureMode mode = TRAIN;
+  // The job's key (common/update_lease.h): each TRAIN closure is sent with
+  // its lease for ceil(split size / batch) steps. Empty: no leases.
+  std::string job_key;
+  int64_t batch = 1;
   // Closures per round trip to the worker; 1 (default) uses RunClosure, more
   // uses RunClosures. Worth it only for closures cheaper than an RPC.
   int closures_per_rpc = 1;

@@ -1,6 +1,7 @@
 #include "coordinator/core/job_admission.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/job_paths.h"
 #include "common/status_macros.h"
 
 namespace pscluster {
@@ -54,6 +55,15 @@ absl::Status AdmitJob(const JobSpec& spec, int num_ps, int64_t ps_memory_limit_b
           " bytes (coordinator --ps_memory_limit_bytes); use a smaller model, more PS tasks, "
           "or a partitioner that spreads it"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdmitJobPaths(const JobSpec& spec, const std::string& checkpoint_root,
+                           const std::vector<std::string>& data_roots) {
+  RETURN_IF_ERROR(CheckDataFiles(spec, data_roots));
+  if (!spec.checkpoint.dir.empty()) {
+    RETURN_IF_ERROR(ResolveCheckpointDir(checkpoint_root, spec.checkpoint.dir).status());
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "common/job_paths.h"
 #include "coordinator/core/job_admission.h"
 
 namespace pscluster {
@@ -36,9 +37,23 @@ JobManager::~JobManager() {
 }
 
 std::string JobManager::CheckpointDirFor(const std::string& id, const JobSpec& spec) const {
-  if (!spec.checkpoint.dir.empty()) return spec.checkpoint.dir;
-  if (!state_dir_.empty()) return absl::StrCat(state_dir_, "/", id);
-  return "";
+  if (!spec.checkpoint.dir.empty()) {
+    // Resolved under the root (as the runner will, failing the job if it
+    // no longer resolves there).
+    absl::StatusOr<CheckpointLocation> location =
+        ResolveCheckpointDir(options_.checkpoint_root, spec.checkpoint.dir);
+    return location.ok() ? location->dir : spec.checkpoint.dir;
+  }
+  if (state_dir_.empty() || options_.checkpoint_root.empty()) return "";
+  // <checkpoint_root>/<job id>, the id made a checkpoint name component.
+  std::string component = id;
+  for (char& c : component) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      c = '_';
+    }
+  }
+  if (component.size() > 200) component = component.substr(component.size() - 200);
+  return absl::StrCat(options_.checkpoint_root, "/", component);
 }
 
 void JobManager::QueueLocked(const std::string& id, JobSpec spec, JobRunnerOptions options) {
@@ -113,6 +128,7 @@ absl::StatusOr<int> JobManager::Recover() {
     if (!r.has_started()) continue;
     ++submitted_;
     const std::string& id = r.started().job_id();
+    owners_[id] = r.started().owner();
     absl::StatusOr<JobSpec> spec = ParseJobSpec(r.started().spec_yaml(), r.started().spec_path());
     if (!spec.ok()) {
       spdlog::warn("job {}: its recorded spec no longer parses ({}); not resumed", id,
@@ -149,7 +165,8 @@ absl::StatusOr<int> JobManager::Recover() {
 }
 
 absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yaml,
-                                                     const std::string& spec_path) {
+                                                     const std::string& spec_path,
+                                                     const std::string& owner) {
   ASSIGN_OR_RETURN(JobSpec spec,
                    ParseJobSpec(spec_yaml, spec_path.empty() ? "job.yaml" : spec_path));
   if (spec.strategy != Strategy::kParameterServer) {
@@ -158,6 +175,7 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
                      StrategyName(spec.strategy), " runs in one process with `psctl local`"));
   }
   RETURN_IF_ERROR(AdmitJob(spec, static_cast<int>(ps_.size()), options_.ps_memory_limit_bytes));
+  RETURN_IF_ERROR(AdmitJobPaths(spec, options_.checkpoint_root, options_.data_roots));
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the coordinator is shutting down");
   const std::string id = absl::StrCat(spec.name, "-", ++submitted_);
@@ -169,12 +187,14 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
     r.mutable_started()->set_job_id(id);
     r.mutable_started()->set_spec_yaml(spec_yaml);
     r.mutable_started()->set_spec_path(spec_path);
+    r.mutable_started()->set_owner(owner);
     r.mutable_started()->set_submitted_unix_s(
         absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
     RETURN_IF_ERROR(registry_->Append(r));
   }
   SubmitJobResponse response;
   response.set_job_id(id);
+  owners_[id] = owner;
   response.set_queue_position(static_cast<int64_t>(queue_.size()) + (running_.empty() ? 0 : 1));
   QueueLocked(id, std::move(spec), options_);
   return response;
@@ -189,6 +209,7 @@ absl::StatusOr<JobRunner*> JobManager::Find(const std::string& job_id) {
 
 JobStatusProto JobManager::StatusLocked(const std::string& job_id, JobRunner* runner) {
   JobStatusProto status = runner->Status();
+  if (auto it = owners_.find(job_id); it != owners_.end()) status.set_owner(it->second);
   if (status.state() == QUEUED) {
     auto it = std::find(queue_.begin(), queue_.end(), job_id);
     if (it != queue_.end()) {
@@ -200,7 +221,7 @@ JobStatusProto JobManager::StatusLocked(const std::string& job_id, JobRunner* ru
 
 absl::StatusOr<JobStatusProto> JobManager::Get(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  if (auto it = ended_.find(job_id); it != ended_.end()) return it->second.status;
+  if (auto it = ended_.find(job_id); it != ended_.end()) return OwnedLocked(it->second.status);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
   return StatusLocked(job_id, it->second.get());
@@ -211,7 +232,7 @@ absl::Status JobManager::Watch(const std::string& job_id,
   std::optional<JobStatusProto> ended;
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = ended_.find(job_id); it != ended_.end()) ended = it->second.status;
+    if (auto it = ended_.find(job_id); it != ended_.end()) ended = OwnedLocked(it->second.status);
   }
   if (ended) {
     on_update(*ended);
@@ -222,18 +243,28 @@ absl::Status JobManager::Watch(const std::string& job_id,
   while (true) {
     JobStatusProto status;
     seen = runner->WaitForChange(seen, absl::Seconds(1), &status);
-    if (status.state() == QUEUED) {
+    {
       absl::MutexLock lock(&mu_);
-      status = StatusLocked(job_id, runner);
+      status = status.state() == QUEUED ? StatusLocked(job_id, runner) : OwnedLocked(status);
     }
     if (!on_update(status) || IsTerminal(status.state())) return absl::OkStatus();
   }
 }
 
-absl::Status JobManager::Cancel(const std::string& job_id) {
+JobStatusProto JobManager::OwnedLocked(JobStatusProto status) {
+  if (auto it = owners_.find(status.job_id()); it != owners_.end()) status.set_owner(it->second);
+  return status;
+}
+
+absl::Status JobManager::Cancel(const std::string& job_id, const std::string& user) {
   JobRunner* queued = nullptr;
   {
     absl::MutexLock lock(&mu_);
+    if (auto it = owners_.find(job_id); it != owners_.end() && !it->second.empty() &&
+                                        it->second != user) {
+      return absl::PermissionDeniedError(absl::StrCat("job '", job_id, "' belongs to '",
+                                                      it->second, "'; only they may cancel it"));
+    }
     if (auto it = ended_.find(job_id); it != ended_.end()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "job '", job_id, "' already ended (", JobState_Name(it->second.status.state()), ")"));
@@ -303,7 +334,7 @@ std::vector<JobStatusProto> JobManager::List() {
   std::vector<JobStatusProto> out;
   for (const std::string& id : order_) {
     if (auto it = ended_.find(id); it != ended_.end()) {
-      out.push_back(it->second.status);
+      out.push_back(OwnedLocked(it->second.status));
     } else if (auto j = jobs_.find(id); j != jobs_.end()) {
       out.push_back(StatusLocked(id, j->second.get()));
     }

@@ -15,7 +15,10 @@
 // restarted coordinator) queues again, in their submission order, the jobs
 // that had not ended — the one that was running resumes from its newest
 // checkpoint or its job log. A job without checkpoint.dir keeps its
-// checkpoints and job log in <state_dir>/<job id>. A coordinator shutdown
+// checkpoints and job log in <checkpoint_root>/<job id> (options
+// checkpoint_root; characters of the id outside [A-Za-z0-9._-] become '_');
+// without a checkpoint root such a job has neither, and a restarted
+// coordinator runs it again from the start. A coordinator shutdown
 // interrupts the running job without ending it (JobRunner::Interrupt).
 //
 // Thread-safe.
@@ -55,10 +58,16 @@ class JobManager {
 
   // Parses the spec (INVALID_ARGUMENT "path:line:col: ..." when malformed or
   // past a stated limit), admits it (AdmitJob: INVALID_ARGUMENT or
-  // RESOURCE_EXHAUSTED naming why it does not fit), records and queues it.
+  // RESOURCE_EXHAUSTED naming why it does not fit; AdmitJobPaths:
+  // INVALID_ARGUMENT for a data file outside options.data_roots or a
+  // checkpoint.dir outside options.checkpoint_root, FAILED_PRECONDITION for a
+  // checkpoint.dir without a checkpoint root), records and queues it.
   // Returns its id and place in the queue.
+  // `owner` is the submitting user (JobAuth; "" on an open service).
   absl::StatusOr<SubmitJobResponse> Submit(const std::string& spec_yaml,
-                                           const std::string& spec_path) ABSL_LOCKS_EXCLUDED(mu_);
+                                           const std::string& spec_path,
+                                           const std::string& owner = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown job id.
   absl::StatusOr<JobStatusProto> Get(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Calls `on_update` with the job's status now and on every change, until
@@ -66,8 +75,10 @@ class JobManager {
   absl::Status Watch(const std::string& job_id,
                      const std::function<bool(const JobStatusProto&)>& on_update)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // NOT_FOUND for an unknown job, FAILED_PRECONDITION for one that ended.
-  absl::Status Cancel(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND for an unknown job, FAILED_PRECONDITION for one that ended,
+  // PERMISSION_DENIED when the job has an owner and `user` is someone else.
+  absl::Status Cancel(const std::string& job_id, const std::string& user = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown job; see JobRunner::Describe.
   absl::StatusOr<DescribeJobResponse> Describe(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // The job's event log; NOT_FOUND for an unknown job.
@@ -91,6 +102,8 @@ class JobManager {
   absl::StatusOr<JobRunner*> Find(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   JobStatusProto StatusLocked(const std::string& job_id, JobRunner* runner)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `status` with its job's owner set.
+  JobStatusProto OwnedLocked(JobStatusProto status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the job's end in the registry (logged on failure).
   void RecordEnd(const std::string& job_id, const JobStatusProto& status) ABSL_LOCKS_EXCLUDED(mu_);
   std::string CheckpointDirFor(const std::string& id, const JobSpec& spec) const;
@@ -108,6 +121,8 @@ class JobManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, EndedJob> ended_ ABSL_GUARDED_BY(mu_);
   int64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;
+  // Job id -> the user who submitted it (absent or "": no owner).
+  std::map<std::string, std::string> owners_ ABSL_GUARDED_BY(mu_);
   std::thread scheduler_;
 };
 

@@ -91,8 +91,27 @@ JobState WaitForState(JobManager& jobs, const std::string& id, std::set<JobState
   return JOB_STATE_UNKNOWN;
 }
 
+// The PS's and the coordinator's --checkpoint_root (a fresh real directory).
+std::string CheckpointRoot() {
+  const std::string dir = ::testing::TempDir() + "/job_manager_ckpt";
+  std::filesystem::create_directories(dir);
+  return std::filesystem::canonical(dir).string();
+}
+
+VariableStore::Options WithRoot(const std::string& root) {
+  VariableStore::Options options;
+  options.checkpoint_root = root;
+  return options;
+}
+
 struct Cluster {
-  JobStores ps0_state, ps1_state;
+  Cluster() {
+    options.checkpoint_root = root;
+    // The jobs' data files ("a", "b") are relative to the working directory.
+    options.data_roots = {std::filesystem::current_path().string()};
+  }
+  const std::string root = CheckpointRoot();
+  JobStores ps0_state{WithRoot(root)}, ps1_state{WithRoot(root)};
   InProcessPsClient ps0{&ps0_state}, ps1{&ps1_state};
   Worker w;
   JobRunnerOptions options;
@@ -162,6 +181,33 @@ TEST(JobManagerTest, JobsRunOneAtATimeInSubmissionOrderAndQueuedOnesCanBeCancell
   EXPECT_EQ(kinds.back(), "succeeded");
 }
 
+TEST(JobManagerTest, OnlyTheSubmitterMayCancelAJobAndOwnersSurviveARestart) {
+  Cluster c;
+  c.w.Hold(true);
+  const std::string state = std::string(std::getenv("TEST_TMPDIR")) + "/owners";
+  std::string a_id;
+  {
+    auto jobs = c.Manager(state);
+    absl::StatusOr<SubmitJobResponse> a = jobs->Submit(Job("a", 3), "a.yaml", "alice");
+    ASSERT_TRUE(a.ok()) << a.status();
+    a_id = a->job_id();
+    EXPECT_EQ(jobs->Get(a_id)->owner(), "alice");
+    absl::Status bob = jobs->Cancel(a_id, "bob");
+    EXPECT_EQ(bob.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(std::string(bob.message()), HasSubstr("belongs to 'alice'"));
+    EXPECT_EQ(jobs->Cancel(a_id, "").code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(jobs->List().front().owner(), "alice");
+  }
+  // A restarted coordinator still knows whose job it is.
+  auto jobs = c.Manager(state);
+  ASSERT_TRUE(jobs->Recover().ok());
+  EXPECT_EQ(jobs->Get(a_id)->owner(), "alice");
+  EXPECT_EQ(jobs->Cancel(a_id, "bob").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(jobs->Cancel(a_id, "alice").ok());
+  c.w.Hold(false);
+  EXPECT_EQ(WaitForState(*jobs, a_id, {CANCELLED, SUCCEEDED, FAILED}), CANCELLED);
+}
+
 TEST(JobManagerTest, AJobThatDoesNotFitIsRefusedBeforeItIsQueued) {
   Cluster c;
   c.options.ps_memory_limit_bytes = 1000;
@@ -173,6 +219,62 @@ TEST(JobManagerTest, AJobThatDoesNotFitIsRefusedBeforeItIsQueued) {
   absl::StatusOr<SubmitJobResponse> bad = jobs->Submit("model: [", "bad.yaml");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("bad.yaml:"));
+}
+
+// Issue 12: a job names only files under the coordinator's roots; one that
+// names others is refused before it is queued, and the error never holds a
+// byte of the file.
+TEST(JobManagerTest, JobsOutsideTheRootsAreRefusedBeforeTheyAreQueued) {
+  Cluster c;
+  auto jobs = c.Manager();
+  auto replace = [](std::string yaml, const std::string& from, const std::string& to) {
+    yaml.replace(yaml.find(from), from.size(), to);
+    return yaml;
+  };
+  absl::StatusOr<SubmitJobResponse> shadow =
+      jobs->Submit(replace(Job("shadow", 3), "train: {images: a", "train: {images: /etc/shadow"),
+                   "shadow.yaml");
+  ASSERT_FALSE(shadow.ok());
+  EXPECT_EQ(shadow.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(shadow.status().message()), HasSubstr("data.train.images"));
+  EXPECT_THAT(std::string(shadow.status().message()), HasSubstr("'/etc/shadow'"));
+  EXPECT_THAT(std::string(shadow.status().message()), HasSubstr("--data_root"));
+  EXPECT_THAT(std::string(shadow.status().message()), ::testing::Not(HasSubstr("root:")));
+
+  for (const std::string& dir : {std::string("/tmp/elsewhere"), std::string("../x"),
+                                 c.root + "/../elsewhere"}) {
+    absl::StatusOr<SubmitJobResponse> elsewhere =
+        jobs->Submit(Job("elsewhere", 3) + "checkpoint: {dir: \"" + dir + "\"}\n", "e.yaml");
+    ASSERT_FALSE(elsewhere.ok()) << dir;
+    EXPECT_EQ(elsewhere.status().code(), absl::StatusCode::kInvalidArgument) << dir;
+    EXPECT_THAT(std::string(elsewhere.status().message()), HasSubstr("checkpoint.dir"));
+    EXPECT_THAT(std::string(elsewhere.status().message()), HasSubstr(dir));
+    EXPECT_THAT(std::string(elsewhere.status().message()), HasSubstr("--checkpoint_root"));
+  }
+  EXPECT_TRUE(jobs->List().empty());
+
+  // Inside the root (relative to it): accepted, and its checkpoints land there.
+  absl::StatusOr<SubmitJobResponse> inside =
+      jobs->Submit(Job("inside", 3) + "checkpoint: {dir: runs/inside}\n", "i.yaml");
+  ASSERT_TRUE(inside.ok()) << inside.status();
+  EXPECT_EQ(WaitForState(*jobs, inside->job_id(), {SUCCEEDED, FAILED}), SUCCEEDED)
+      << jobs->Get(inside->job_id())->error();
+  EXPECT_TRUE(std::filesystem::exists(c.root + "/runs/inside/ckpt-0/MANIFEST"));
+}
+
+TEST(JobManagerTest, WithoutACheckpointRootJobsAskingForCheckpointsAreRefused) {
+  Cluster c;
+  c.options.checkpoint_root.clear();
+  auto jobs = c.Manager();
+  absl::StatusOr<SubmitJobResponse> job =
+      jobs->Submit(Job("ckpt", 3) + "checkpoint: {dir: ckpt}\n", "c.yaml");
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr("--checkpoint_root"));
+  // A job without checkpoints still runs.
+  absl::StatusOr<SubmitJobResponse> plain = jobs->Submit(Job("plain", 3), "p.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(WaitForState(*jobs, plain->job_id(), {SUCCEEDED, FAILED}), SUCCEEDED);
 }
 
 TEST(JobManagerTest, TheQueueSurvivesACoordinatorRestart) {

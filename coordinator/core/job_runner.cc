@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
+#include "common/update_lease.h"
 #include "coordinator/core/closure_dispatch.h"
 #include "coordinator/core/cluster_health.h"
 
@@ -37,6 +38,8 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
                      std::vector<WorkerClient*> workers, JobRunnerOptions options)
     : job_id_(std::move(job_id)),
       spec_(std::move(spec)),
+      job_key_(options.lease_secret.empty() ? std::string()
+                                            : DeriveJobKey(options.lease_secret, job_id_)),
       ps_(std::move(ps)),
       workers_(std::move(workers)),
       options_(std::move(options)),
@@ -263,6 +266,8 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   DispatchOptions d;
   d.job_id = job_id_;
   d.mode = mode;
+  d.job_key = job_key_;
+  d.batch = spec_.data.per_replica_batch;
   d.closures_per_rpc = static_cast<int>(spec_.train.closures_per_rpc);
   d.max_attempts = max_attempts_;
   d.retry_backoff = options_.retry_backoff;

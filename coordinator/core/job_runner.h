@@ -82,6 +82,11 @@ struct JobRunnerOptions {
   // PS addresses sent to workers in SetupJob (index i = PS task i). Empty for
   // in-process workers, which already hold their PS clients.
   std::vector<std::string> ps_addresses;
+  // The coordinator's secret (common/update_lease.h): the job's key is
+  // derived from it and the job id, given to each PS with the job's
+  // variables, and every training closure is dispatched with its lease.
+  // Empty: no key, no leases (in-process runs and tests).
+  std::string lease_secret;
   // Worker addresses (index i = worker i), to name a worker that is missing.
   std::vector<std::string> worker_addresses;
   // Overrides the spec's fault_tolerance.max_attempts when > 0.
@@ -93,6 +98,12 @@ struct JobRunnerOptions {
   // Checkpoints and the job log go here; empty: the spec's checkpoint.dir
   // (and without either, no checkpoints and no job log).
   std::string checkpoint_dir;
+  // The directory checkpoint_dir must lie under (a relative one is taken
+  // relative to it); the PS get their files' names relative to it
+  // (common/job_paths.h, ResolveCheckpointDir). A job with a checkpoint
+  // directory outside it, or without a root, fails at its start naming
+  // --checkpoint_root (JobManager refuses such jobs at submission already).
+  std::string checkpoint_root;
   // A restarted coordinator's job: restore the newest checkpoint (or the
   // job log's progress) instead of creating the variables afresh.
   bool resume = false;
@@ -112,6 +123,10 @@ struct JobRunnerOptions {
   // Per-PS memory limit for a job's parameters plus optimizer slots, in bytes
   // (checked at submit time against the job's variable plan); 0: no limit.
   int64_t ps_memory_limit_bytes = 0;
+  // Where a submitted job's data files must lie (--data_root; checked at
+  // submit time by JobManager, common/job_paths.h): none given, no data file
+  // is accepted.
+  std::vector<std::string> data_roots;
 };
 
 class JobRunner {
@@ -231,6 +246,8 @@ class JobRunner {
 
   const std::string job_id_;
   const JobSpec spec_;
+  // DeriveJobKey(options.lease_secret, job_id); empty without a secret.
+  const std::string job_key_;
   const std::vector<PsClient*> ps_;
   const std::vector<WorkerClient*> workers_;
   const JobRunnerOptions options_;

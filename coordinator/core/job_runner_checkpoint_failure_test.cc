@@ -27,6 +27,8 @@ using job_runner_test_util::Cluster;
 using job_runner_test_util::FakeWorker;
 using job_runner_test_util::FastRetries;
 using job_runner_test_util::FreshDir;
+using job_runner_test_util::StoreOptions;
+using job_runner_test_util::TestRoot;
 using job_runner_test_util::WithCheckpoints;
 
 // A PS whose Save fails like a full disk for the first `fail_saves` calls
@@ -43,9 +45,10 @@ class FullDiskPs : public InProcessPsClient {
       if (fail_saves_ == 0) return InProcessPsClient::Save(request, response);
       if (fail_saves_ > 0) --fail_saves_;
     }
-    std::ofstream(request.path() + ".tmp.1") << "partial";
-    return absl::ResourceExhaustedError(absl::StrCat("checkpoint file ", request.path(), ": write ",
-                                                     request.path(), ".tmp.1: No space left on device"));
+    const std::string path = TestRoot() + "/" + request.name();
+    std::ofstream(path + ".tmp.1") << "partial";
+    return absl::ResourceExhaustedError(absl::StrCat("checkpoint file ", path, ": write ", path,
+                                                     ".tmp.1: No space left on device"));
   }
   int64_t ClosuresRun() {
     absl::MutexLock lock(&worker_->mu_);
@@ -64,7 +67,7 @@ class FullDiskPs : public InProcessPsClient {
 
 struct DiskCluster {
   DiskCluster() : full0(&store0, &w0) {}
-  VariableStore store0, store1;
+  VariableStore store0{StoreOptions()}, store1{StoreOptions()};
   FakeWorker w0{"w0", 95, 20};
   FullDiskPs full0;
   InProcessPsClient ps1{&store1};

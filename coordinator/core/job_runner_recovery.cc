@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/job_paths.h"
 #include "common/status_macros.h"
 #include "coordinator/core/job_runner.h"
 
@@ -93,10 +94,16 @@ void JobRunner::PruneKeysBefore(int64_t epoch) {
 absl::Status JobRunner::Prepare() {
   ASSIGN_OR_RETURN(plan_, PlanVariables(ModelVariables(spec_), spec_.partitioner,
                                         static_cast<int>(ps_.size())));
-  for (CreateVariablesRequest& r : plan_.per_ps) r.set_job(job_id_);
+  for (CreateVariablesRequest& r : plan_.per_ps) {
+    r.set_job(job_id_);
+    r.set_job_key(job_key_);
+  }
   std::vector<JobLogRecord> history;
   if (!checkpoint_dir_.empty()) {
-    checkpoints_ = std::make_unique<CheckpointManager>(checkpoint_dir_, spec_.checkpoint.keep, job_id_);
+    ASSIGN_OR_RETURN(const CheckpointLocation location,
+                     ResolveCheckpointDir(options_.checkpoint_root, checkpoint_dir_));
+    checkpoints_ = std::make_unique<CheckpointManager>(location.dir, spec_.checkpoint.keep, job_id_,
+                                                       location.name_prefix);
     const std::string log_path = checkpoint_dir_ + "/joblog";
     if (options_.resume) {
       absl::StatusOr<std::vector<JobLogRecord>> records = ReadJobLog(log_path);

@@ -10,6 +10,7 @@
 
 #include <prometheus/registry.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/core/job_runner_test_util.h"
@@ -122,6 +123,43 @@ TEST(JobRunnerTest, NonRetryableErrorFailsAtOnce) {
   absl::Status s = runner.Run();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("after 1 attempt(s)"));
+}
+
+// A diverged model: the worker fails the closure with ABORTED naming the
+// step (worker/core/trainer.h). It is retried like any closure failure, and
+// after its attempts the job is FAILED, never SUCCEEDED, with the step named.
+TEST(JobRunnerTest, NonFiniteLossIsRetriedThenFailsTheJobNamingTheStep) {
+  Cluster c;
+  c.w0.FailNext(
+      1000, absl::AbortedError("non-finite loss (nan) at global step 1234 (epoch 1, closure 0)"));
+  JobRunnerOptions o = FastRetries();
+  o.max_attempts = 3;
+  JobSpec spec = Spec(1);
+  spec.train.closures_per_worker = 1;  // one closure at a time, in queue order
+  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, o);
+  absl::Status s = runner.Run();
+  EXPECT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("failed after 3 attempt(s)"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("non-finite loss (nan) at global step 1234"));
+  const JobStatusProto status = runner.Status();
+  EXPECT_EQ(status.state(), FAILED);
+  EXPECT_THAT(status.error(), HasSubstr("at global step 1234"));
+  {
+    absl::MutexLock lock(&c.w0.mu_);
+    // Each of the epoch's 4 closures fails twice and goes to the back of the
+    // queue; closure 0's third attempt ends the job: bounded, not forever.
+    EXPECT_EQ(c.w0.closures_, 9);
+  }
+  int retries = 0;
+  bool failed_named_step = false;
+  for (const JobEvent& e : runner.Events()) {
+    if (e.kind() == "retry") ++retries;
+    if (e.kind() == "failed") {
+      failed_named_step = absl::StrContains(e.message(), "global step 1234");
+    }
+  }
+  EXPECT_EQ(retries, 8);
+  EXPECT_TRUE(failed_named_step);
 }
 
 TEST(JobRunnerTest, WorkersDisagreeingOnTheDataFailSetup) {

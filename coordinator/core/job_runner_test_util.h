@@ -121,22 +121,34 @@ class FakeWorker : public WorkerClient {
   std::vector<int> batches_;  // closures per RunClosures call
 };
 
+// The PS's and the runner's checkpoint root: every FreshDir is below it.
+inline std::string TestRoot() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::filesystem::canonical(tmp ? tmp : "/tmp").string();
+}
+
+inline VariableStore::Options StoreOptions() {
+  VariableStore::Options options;
+  options.checkpoint_root = TestRoot();
+  return options;
+}
+
 struct Cluster {
-  VariableStore store0, store1;
+  VariableStore store0{StoreOptions()}, store1{StoreOptions()};
   InProcessPsClient ps0{&store0}, ps1{&store1};
   FakeWorker w0{"w0", 95, 20}, w1{"w1", 95, 20};
 };
 
 inline JobRunnerOptions FastRetries() {
   JobRunnerOptions o;
+  o.checkpoint_root = TestRoot();
   o.retry_backoff = absl::Milliseconds(1);
   o.eval_closure_examples = 7;
   return o;
 }
 
 inline std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  const std::string dir = TestRoot() + "/" + name;
   std::filesystem::remove_all(dir);
   return dir;
 }

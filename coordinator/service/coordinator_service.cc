@@ -1,23 +1,37 @@
 #include "coordinator/service/coordinator_service.h"
 
+#include "common/status_macros.h"
+
 namespace pscluster {
 
 CoordinatorService::CoordinatorService(JobManager* jobs,
-                                       std::shared_ptr<prometheus::Registry> registry)
-    : jobs_(jobs), handler_("Coordinator", std::move(registry)) {}
+                                       std::shared_ptr<prometheus::Registry> registry,
+                                       JobAuth auth)
+    : jobs_(jobs), handler_("Coordinator", std::move(registry)), auth_(std::move(auth)) {}
 
-grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext*, const SubmitJobRequest* request,
+absl::StatusOr<std::string> CoordinatorService::Caller(grpc::ServerContext* ctx) const {
+  if (!auth_.enabled()) return std::string();
+  const auto& metadata = ctx->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return auth_.Authenticate("");
+  return auth_.Authenticate(absl::string_view(it->second.data(), it->second.size()));
+}
+
+grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx, const SubmitJobRequest* request,
                                            SubmitJobResponse* response) {
   return handler_.Run("SubmitJob", [&]() -> absl::Status {
-    absl::StatusOr<SubmitJobResponse> r = jobs_->Submit(request->spec_yaml(), request->spec_path());
+    ASSIGN_OR_RETURN(const std::string user, Caller(ctx));
+    absl::StatusOr<SubmitJobResponse> r =
+        jobs_->Submit(request->spec_yaml(), request->spec_path(), user);
     if (r.ok()) *response = *std::move(r);
     return r.status();
   });
 }
 
-grpc::Status CoordinatorService::GetJob(grpc::ServerContext*, const GetJobRequest* request,
+grpc::Status CoordinatorService::GetJob(grpc::ServerContext* ctx, const GetJobRequest* request,
                                         JobStatusProto* response) {
   return handler_.Run("GetJob", [&]() -> absl::Status {
+    RETURN_IF_ERROR(Caller(ctx).status());
     absl::StatusOr<JobStatusProto> s = jobs_->Get(request->job_id());
     if (s.ok()) *response = *s;
     return s.status();
@@ -26,40 +40,47 @@ grpc::Status CoordinatorService::GetJob(grpc::ServerContext*, const GetJobReques
 
 grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx, const WatchJobRequest* request,
                                           grpc::ServerWriter<JobStatusProto>* writer) {
-  return handler_.Run("WatchJob", [&] {
+  return handler_.Run("WatchJob", [&]() -> absl::Status {
+    RETURN_IF_ERROR(Caller(ctx).status());
     return jobs_->Watch(request->job_id(), [&](const JobStatusProto& status) {
       return !ctx->IsCancelled() && writer->Write(status);
     });
   });
 }
 
-grpc::Status CoordinatorService::CancelJob(grpc::ServerContext*, const CancelJobRequest* request,
+grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx, const CancelJobRequest* request,
                                            CancelJobResponse*) {
-  return handler_.Run("CancelJob", [&] { return jobs_->Cancel(request->job_id()); });
+  return handler_.Run("CancelJob", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::string user, Caller(ctx));
+    return jobs_->Cancel(request->job_id(), user);
+  });
 }
 
-grpc::Status CoordinatorService::ListJobs(grpc::ServerContext*, const ListJobsRequest*,
+grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx, const ListJobsRequest*,
                                           ListJobsResponse* response) {
-  return handler_.Run("ListJobs", [&] {
+  return handler_.Run("ListJobs", [&]() -> absl::Status {
+    RETURN_IF_ERROR(Caller(ctx).status());
     for (JobStatusProto& s : jobs_->List()) *response->add_jobs() = std::move(s);
     return absl::OkStatus();
   });
 }
 
-grpc::Status CoordinatorService::DescribeJob(grpc::ServerContext*,
+grpc::Status CoordinatorService::DescribeJob(grpc::ServerContext* ctx,
                                              const DescribeJobRequest* request,
                                              DescribeJobResponse* response) {
   return handler_.Run("DescribeJob", [&]() -> absl::Status {
+    RETURN_IF_ERROR(Caller(ctx).status());
     absl::StatusOr<DescribeJobResponse> d = jobs_->Describe(request->job_id());
     if (d.ok()) *response = *std::move(d);
     return d.status();
   });
 }
 
-grpc::Status CoordinatorService::GetJobEvents(grpc::ServerContext*,
+grpc::Status CoordinatorService::GetJobEvents(grpc::ServerContext* ctx,
                                               const GetJobEventsRequest* request,
                                               GetJobEventsResponse* response) {
   return handler_.Run("GetJobEvents", [&]() -> absl::Status {
+    RETURN_IF_ERROR(Caller(ctx).status());
     absl::StatusOr<std::vector<JobEvent>> events = jobs_->Events(request->job_id());
     if (!events.ok()) return events.status();
     for (JobEvent& e : *events) *response->add_events() = std::move(e);

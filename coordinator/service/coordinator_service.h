@@ -1,10 +1,13 @@
-// CoordinatorService: the gRPC adapter for JobManager. Each handler is one
-// JobManager call. Thread-safe.
+// CoordinatorService: the gRPC adapter for JobManager. Each handler
+// authenticates the caller (JobAuth, from its `authorization: Bearer TOKEN`
+// metadata: UNAUTHENTICATED otherwise) and makes one JobManager call.
+// Thread-safe.
 #ifndef PSCLUSTER_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_
 #define PSCLUSTER_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_
 
 #include <memory>
 
+#include "coordinator/core/job_auth.h"
 #include "coordinator/core/job_manager.h"
 #include "protos/coordinator.grpc.pb.h"
 #include "rpc/handler.h"
@@ -13,8 +16,10 @@ namespace pscluster {
 
 class CoordinatorService final : public Coordinator::Service {
  public:
-  // `jobs` is not owned and must outlive the service.
-  CoordinatorService(JobManager* jobs, std::shared_ptr<prometheus::Registry> registry);
+  // `jobs` is not owned and must outlive the service. `auth` is who may call
+  // (default: anyone).
+  CoordinatorService(JobManager* jobs, std::shared_ptr<prometheus::Registry> registry,
+                     JobAuth auth = JobAuth());
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const SubmitJobRequest* request,
                          SubmitJobResponse* response) override;
@@ -32,8 +37,12 @@ class CoordinatorService final : public Coordinator::Service {
                             GetJobEventsResponse* response) override;
 
  private:
+  // The caller's user; UNAUTHENTICATED without valid credentials.
+  absl::StatusOr<std::string> Caller(grpc::ServerContext* ctx) const;
+
   JobManager* jobs_;
   RpcHandler handler_;
+  const JobAuth auth_;
 };
 
 }  // namespace pscluster

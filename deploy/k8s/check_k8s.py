@@ -41,10 +41,10 @@ import yaml
 SERVER_FLAGS = {"address", "port_file", "metrics_address", "log_level", "cluster", "task_type",
                 "task_index"}
 BINARY_FLAGS = {
-    "ps_server": set(),
-    "worker_server": {"ps_timeout_ms", "compute_threads"},
+    "ps_server": {"checkpoint_root"},
+    "worker_server": {"ps_timeout_ms", "compute_threads", "data_root"},
     "coordinator": {"ps", "workers", "max_attempts", "cluster_wait_s", "ps_memory_limit_bytes",
-                    "state_dir"},
+                    "state_dir", "checkpoint_root", "data_root"},
 }
 BINARY_SOURCES = {"ps_server": "ps/main.cc", "worker_server": "worker/main.cc",
                   "coordinator": "coordinator/main.cc"}

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace pscluster {
@@ -129,9 +130,26 @@ uint32_t HashTable::Touch(uint64_t id, uint64_t tick,
   return s;
 }
 
-void HashTable::Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out) {
+int64_t HashTable::FreeRows() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return capacity_ - static_cast<int64_t>(ids_.size());
+}
+
+int64_t HashTable::RowsToAdd(absl::Span<const uint64_t> ids) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const int64_t free_rows = capacity_ - static_cast<int64_t>(ids_.size());
+  if (free_rows == 0) return 0;
+  absl::flat_hash_set<uint64_t> missing;
+  for (uint64_t id : ids) {
+    if (!slot_of_.contains(id)) missing.insert(id);
+  }
+  return std::min(free_rows, static_cast<int64_t>(missing.size()));
+}
+
+int64_t HashTable::Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out) {
   const size_t dim = static_cast<size_t>(options_.dim);
   absl::MutexLock lock(&mu_);
+  const size_t rows_before = ids_.size();
   const uint64_t tick = ++clock_;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i + kPrefetchIdsAhead < ids.size()) slot_of_.prefetch(ids[i + kPrefetchIdsAhead]);
@@ -139,12 +157,14 @@ void HashTable::Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out) {
     const uint32_t s = Touch(ids[i], tick, [] {});
     std::copy_n(values_.data() + s * dim, dim, out.data() + i * dim);
   }
+  return static_cast<int64_t>(ids_.size() - rows_before);
 }
 
-void HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
-                               absl::Span<const float> grads) {
+int64_t HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
+                                  absl::Span<const float> grads) {
   const int64_t dim = options_.dim;
   absl::MutexLock lock(&mu_);
+  const size_t rows_before = ids_.size();
   const uint64_t tick = ++clock_;
   // Rows are resolved first and updated in batches; a batch is applied early
   // if one of its rows is about to be evicted by a later id of this call.
@@ -166,6 +186,7 @@ void HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
     pending.push_back(Touch(ids[i], tick, flush));
   }
   flush();
+  return static_cast<int64_t>(ids_.size() - rows_before);
 }
 
 bool HashTable::Contains(uint64_t id) const {

@@ -88,18 +88,38 @@ class HashTable {
   HashTable& operator=(const HashTable&) = delete;
 
   int64_t dim() const { return options_.dim; }
+  const std::string& name() const { return options_.name; }
+
+  // Bytes one resident row counts for (MemoryBudget, Stats): its weights
+  // and its optimizer slots, dim * 4 * (1 + slots).
+  int64_t row_bytes() const {
+    return options_.dim * static_cast<int64_t>(sizeof(float)) *
+           (1 + static_cast<int64_t>(slot_initial_values_.size()));
+  }
+
+  // Rows that can still be added before the table is full (max_rows, or
+  // kMaxRows): past that, new ids evict instead of growing the table.
+  int64_t FreeRows() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // How many rows a Lookup or ApplyGradients of `ids` would add now: its
+  // distinct ids not resident, at most FreeRows(). Touches nothing. Since a
+  // table only grows until it is full and evicts only once full, a later call
+  // with the same ids adds at most this many rows, whatever runs in between.
+  int64_t RowsToAdd(absl::Span<const uint64_t> ids) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Copies the row of ids[i] to out[i * dim, (i + 1) * dim), creating missing
   // rows (which may evict others). Repeated ids are fine and get equal rows.
-  // REQUIRES: out.size() == ids.size() * dim.
-  void Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out) ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns the rows added to the table (not those that replaced an evicted
+  // row). REQUIRES: out.size() == ids.size() * dim.
+  int64_t Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Applies one gradient with the optimizer: row i of `grads` updates the row
   // of ids[i] (created first if missing) and its slots; no other row changes.
   // `step` is the variable's 1-based update count (Adam's bias correction).
+  // Returns the rows added, as Lookup.
   // REQUIRES: ids are distinct; grads.size() == ids.size() * dim.
-  void ApplyGradients(int64_t step, absl::Span<const uint64_t> ids, absl::Span<const float> grads)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
+                         absl::Span<const float> grads) ABSL_LOCKS_EXCLUDED(mu_);
 
   // True if `id` has a resident row. Touches nothing.
   bool Contains(uint64_t id) const ABSL_LOCKS_EXCLUDED(mu_);

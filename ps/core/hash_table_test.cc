@@ -89,6 +89,24 @@ std::vector<float> Slice(const std::vector<float>& rows, int i, int dim) {
   return std::vector<float>(rows.begin() + i * dim, rows.begin() + (i + 1) * dim);
 }
 
+// What a call may add bounds what it adds (the memory budget relies on it).
+TEST(HashTableTest, RowsToAddCountsDistinctMissingIdsUpToTheFreeRows) {
+  TestTable t = MakeTable("t", 2, /*max_rows=*/5, LFU, Constant(0.5f), OptimizerOf("adam", 0.1f));
+  EXPECT_EQ(t.table->row_bytes(), 2 * 4 * 3);  // weights and Adam's two slots
+  EXPECT_EQ(t.table->FreeRows(), 5);
+  const std::vector<uint64_t> ids = {1, 2, 2, 3};
+  EXPECT_EQ(t.table->RowsToAdd(ids), 3);
+  std::vector<float> out(ids.size() * 2);
+  EXPECT_EQ(t.table->Lookup(ids, absl::MakeSpan(out)), 3);
+  EXPECT_EQ(t.table->RowsToAdd(ids), 0);
+  EXPECT_EQ(t.table->FreeRows(), 2);
+  const std::vector<uint64_t> more = {3, 4, 5, 6};  // 3 new, room for 2: one evicts
+  EXPECT_EQ(t.table->RowsToAdd(more), 2);
+  EXPECT_EQ(t.table->ApplyGradients(1, more, std::vector<float>(8, 0.1f)), 2);
+  EXPECT_EQ(t.table->FreeRows(), 0);
+  EXPECT_EQ(t.table->RowsToAdd(std::vector<uint64_t>{7, 8}), 0);  // full: evicts
+}
+
 TEST(HashTableTest, SameIdGetsTheSameInitialRowOnEveryShard) {
   TestTable a = MakeTable("x/part_0", 4, 0, LFU, Uniform());
   TestTable b = MakeTable("x/part_1", 4, 0, LFU, Uniform());

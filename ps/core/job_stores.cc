@@ -8,6 +8,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/update_lease.h"
 
 namespace pscluster {
 namespace {
@@ -49,9 +50,51 @@ std::shared_ptr<VariableStore> JobStores::FindOrCreate(const std::string& job) {
   return store;
 }
 
+absl::StatusOr<std::shared_ptr<VariableStore>> JobStores::FindOrCreateWithKey(
+    const std::string& job, const std::string& key) {
+  std::shared_ptr<VariableStore> store = FindOrCreate(job);
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = keys_.emplace(job, key);
+  if (!inserted && it->second != key) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "job '", job, "' exists on this PS under another job key (another coordinator's job "
+        "of the same id?); end it first"));
+  }
+  return store;
+}
+
+absl::Status JobStores::CheckUpdateLease(const PushRequest& request) {
+  std::string key;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = keys_.find(request.job());
+    if (it != keys_.end()) key = it->second;
+  }
+  if (key.empty()) return absl::OkStatus();  // a job without leases (tools)
+  if (!request.has_update()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a push to job '", request.job(), "' needs an update key with its closure's lease"));
+  }
+  const UpdateKey& u = request.update();
+  if (!CheckLease(key, request.job(), u.closure_id(), u.lease_steps(), u.lease())) {
+    return absl::PermissionDeniedError(absl::StrCat("push to job '", request.job(),
+                                                    "': no valid lease for closure ",
+                                                    u.closure_id(), " (", u.lease_steps(),
+                                                    " steps)"));
+  }
+  if (u.step() >= u.lease_steps()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "push to job '", request.job(), "': step ", u.step(), " of closure ", u.closure_id(),
+        " is past its lease of ", u.lease_steps(), " steps"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status JobStores::CreateVariables(const CreateVariablesRequest& request,
                                         CreateVariablesResponse* response) {
-  return FindOrCreate(request.job())->CreateVariables(request, response);
+  ASSIGN_OR_RETURN(std::shared_ptr<VariableStore> store,
+                   FindOrCreateWithKey(request.job(), request.job_key()));
+  return store->CreateVariables(request, response);
 }
 
 absl::Status JobStores::Pull(const PullRequest& request, PullResponse* response) {
@@ -61,6 +104,7 @@ absl::Status JobStores::Pull(const PullRequest& request, PullResponse* response)
 
 absl::Status JobStores::Push(const PushRequest& request, PushResponse* response) {
   ASSIGN_OR_RETURN(std::shared_ptr<VariableStore> store, Find(request.job()));
+  RETURN_IF_ERROR(CheckUpdateLease(request));
   return store->Push(request, response);
 }
 
@@ -73,7 +117,9 @@ absl::Status JobStores::Save(const SaveRequest& request, SaveResponse* response)
 }
 
 absl::Status JobStores::Restore(const RestoreRequest& request, RestoreResponse* response) {
-  return FindOrCreate(request.job())->Restore(request, response);
+  ASSIGN_OR_RETURN(std::shared_ptr<VariableStore> store,
+                   FindOrCreateWithKey(request.job(), request.variables().job_key()));
+  return store->Restore(request, response);
 }
 
 absl::Status JobStores::PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response) {
@@ -110,6 +156,7 @@ absl::Status JobStores::EndJob(const EndJobRequest& request, EndJobResponse* res
     if (it == stores_.end()) return absl::OkStatus();
     store = std::move(it->second);
     stores_.erase(it);
+    keys_.erase(request.job());
   }
   StatsResponse stats;
   RETURN_IF_ERROR(store->Stats(StatsRequest(), &stats));

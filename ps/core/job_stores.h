@@ -14,6 +14,11 @@
 //   or this PS restarted and lost it: the coordinator then restores it);
 //   Save of such a job writes a file of no variables (so the coordinator
 //   sees that the PS lost them, as it checks the variables saved);
+// - a namespace keeps the job key it was created with (CreateVariablesRequest.
+//   job_key): CreateVariables or Restore of the job with another key is
+//   PERMISSION_DENIED, and with a key every Push needs an UpdateKey whose
+//   lease checks under it (common/update_lease.h), its step below the leased
+//   count, else PERMISSION_DENIED and nothing applied;
 // - Stats of such a job is empty, not an error; every Stats answer carries
 //   the process's incarnation, every job held, and the bytes held in all.
 //
@@ -35,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "protos/ps.pb.h"
+#include "ps/core/memory_budget.h"
 #include "ps/core/variable_store.h"
 
 namespace pscluster {
@@ -65,17 +71,33 @@ class JobStores {
   // Random per process: a new value means the PS restarted.
   uint64_t incarnation() const { return incarnation_; }
 
+  // The memory budget every job's store shares (store_options.memory_budget):
+  // CreateVariables, Restore, and pushes or pulls that would create
+  // hash-table rows are RESOURCE_EXHAUSTED when they would take the bytes
+  // held over all jobs past its limit. Null: no limit.
+  const MemoryBudget* memory_budget() const { return store_options_.memory_budget.get(); }
+
  private:
   // The job's store; NOT_FOUND naming the job when it has none.
   absl::StatusOr<std::shared_ptr<VariableStore>> Find(const std::string& job)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The job's store, created empty when missing.
   std::shared_ptr<VariableStore> FindOrCreate(const std::string& job) ABSL_LOCKS_EXCLUDED(mu_);
+  // FindOrCreate, recording `key` as the job's key if it had none;
+  // PERMISSION_DENIED if it holds another.
+  absl::StatusOr<std::shared_ptr<VariableStore>> FindOrCreateWithKey(const std::string& job,
+                                                                     const std::string& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // OK for a job without a key; else PERMISSION_DENIED unless the push's
+  // lease checks and its step lies below the leased count.
+  absl::Status CheckUpdateLease(const PushRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   const VariableStore::Options store_options_;
   const uint64_t incarnation_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<VariableStore>> stores_ ABSL_GUARDED_BY(mu_);
+  // Job keys of the namespaces in stores_ (absent or empty: no leases).
+  absl::flat_hash_map<std::string, std::string> keys_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pscluster

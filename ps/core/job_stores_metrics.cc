@@ -54,6 +54,17 @@ std::vector<prometheus::MetricFamily> JobStoresMetrics::Collect() const {
     out[2].metric.push_back(
         Gauge(static_cast<double>(bytes.second), {{"kind", "slots"}, {"variable", name}}));
   }
+  const MemoryBudget* budget = jobs_->memory_budget();
+  if (budget != nullptr && budget->limit() > 0) {
+    prometheus::MetricFamily limit;
+    limit.name = "pscluster_ps_memory_limit_bytes";
+    limit.help =
+        "Most bytes of parameters plus optimizer slots this PS holds over all jobs "
+        "(--max_memory_bytes); requests past it are refused.";
+    limit.type = prometheus::MetricType::Gauge;
+    limit.metric.push_back(Gauge(static_cast<double>(budget->limit()), {}));
+    out.push_back(std::move(limit));
+  }
   return out;
 }
 

@@ -4,6 +4,9 @@
 //   pscluster_ps_held_bytes{kind="parameters|slots"}    over all jobs
 //   pscluster_ps_variable_bytes{variable,kind}          per variable (table)
 //                                                       name, summed over jobs
+//   pscluster_ps_memory_limit_bytes                     --max_memory_bytes, the
+//                                                       most held_bytes may reach
+//                                                       (absent without a limit)
 // No job id is a label (jobs come and go; variable names are the model's).
 // Thread-safe.
 #ifndef PSCLUSTER_PS_CORE_JOB_STORES_METRICS_H_

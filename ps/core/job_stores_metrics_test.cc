@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <string>
+
+#include "ps/core/memory_budget.h"
 
 namespace pscluster {
 namespace {
@@ -65,6 +68,21 @@ TEST(JobStoresMetricsTest, ReportsBytesPerKindAndVariableOverJobsWithoutJobLabel
   EXPECT_EQ(v["pscluster_ps_jobs"], 1);
   EXPECT_EQ(v["pscluster_ps_held_bytes,kind=parameters"], 100 * 4);
   EXPECT_EQ(v.count("pscluster_ps_variable_bytes,kind=parameters,variable=b"), 0u);
+}
+
+TEST(JobStoresMetricsTest, ReportsTheMemoryLimitBesideTheBytesHeld) {
+  VariableStore::Options options;
+  options.memory_budget = std::make_shared<MemoryBudget>(1 << 20);
+  JobStores stores(options);
+  CreateVariablesResponse resp;
+  ASSERT_TRUE(stores.CreateVariables(OneVariable("a", "w", 100, "sgd"), &resp).ok());
+  JobStoresMetrics metrics(&stores);
+  std::map<std::string, double> v = Values(metrics);
+  EXPECT_EQ(v["pscluster_ps_memory_limit_bytes"], 1 << 20);
+  EXPECT_EQ(v["pscluster_ps_held_bytes,kind=parameters"], 400);
+  // No limit, no gauge.
+  JobStores unlimited;
+  EXPECT_EQ(Values(JobStoresMetrics(&unlimited)).count("pscluster_ps_memory_limit_bytes"), 0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/tensor.h"
+#include "common/update_lease.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -115,7 +116,11 @@ TEST(JobStoresTest, EndJobFreesTheNamespaceAndLaterCallsAreNotFound) {
 }
 
 TEST(JobStoresTest, PrunedKeysAreForgottenButStayDuplicatesAcrossSaveAndRestore) {
-  JobStores stores;
+  char dir[] = "/tmp/job_stores_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  VariableStore::Options options;  // the same --checkpoint_root before and after
+  options.checkpoint_root = dir;
+  JobStores stores(options);
   CreateVariablesResponse created;
   ASSERT_TRUE(stores.CreateVariables(OneVariable("j", 1, 0.0f), &created).ok());
   for (int64_t closure = 0; closure < 10; ++closure) {
@@ -136,21 +141,19 @@ TEST(JobStoresTest, PrunedKeysAreForgottenButStayDuplicatesAcrossSaveAndRestore)
 
   // The watermark goes into the checkpoint and comes back with a restore,
   // into a fresh process (another JobStores).
-  char dir[] = "/tmp/job_stores_test.XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
   SaveRequest save;
   save.set_job("j");
-  save.set_path(std::string(dir) + "/ps-0.data");
+  save.set_name("ps-0.data");
   SaveResponse saved;
   ASSERT_TRUE(stores.Save(save, &saved).ok());
 
-  JobStores restarted;
+  JobStores restarted(options);
   RestoreRequest restore;
   restore.set_job("j");
   restore.set_num_ps(1);
   *restore.mutable_variables() = OneVariable("j", 1, 0.0f);
   CheckpointFile* file = restore.add_files();
-  file->set_path(saved.path());
+  file->set_name(saved.name());
   file->set_bytes(saved.bytes());
   file->set_checksum(saved.checksum());
   RestoreResponse restored;
@@ -168,8 +171,71 @@ TEST(JobStoresTest, PrunedKeysAreForgottenButStayDuplicatesAcrossSaveAndRestore)
   // dropped before the save, one more of each after the restore.
   EXPECT_EQ(stats.applied_steps(), 52);
   EXPECT_EQ(stats.duplicate_steps(), 4);
-  unlink(saved.path().c_str());
+  unlink((std::string(dir) + "/" + saved.name()).c_str());
   rmdir(dir);
+}
+
+// The attack of issue 12: a client pushes empty updates under keys of
+// closures it was never given, so that the PS drops the real steps as
+// duplicates. With a job key, only pushes with the coordinator's lease count.
+TEST(JobStoresTest, PushesNeedTheirClosuresLeaseWhenTheJobHasAKey) {
+  JobStores stores;
+  const std::string key = DeriveJobKey(RandomSecret(), "j-1");
+  CreateVariablesRequest create = OneVariable("j-1", 4, 0.0f);
+  create.set_job_key(key);
+  CreateVariablesResponse created;
+  ASSERT_TRUE(stores.CreateVariables(create, &created).ok());
+
+  auto push = [&](int64_t closure, int64_t step, const std::string& lease, int64_t lease_steps) {
+    PushRequest req;
+    req.set_job("j-1");
+    NamedTensor* g = req.add_gradients();
+    g->set_name("w");
+    EncodeTensor({4}, std::vector<float>(4, 1.0f), g->mutable_tensor());
+    req.mutable_update()->set_closure_id(closure);
+    req.mutable_update()->set_step(step);
+    req.mutable_update()->set_lease(lease);
+    req.mutable_update()->set_lease_steps(lease_steps);
+    PushResponse resp;
+    return stores.Push(req, &resp);
+  };
+  const std::string lease7 = MakeLease(key, "j-1", 7, 2);
+  // No lease, a forged one, another closure's, a step past the lease, more
+  // steps than leased: all refused, nothing applied, no key recorded.
+  EXPECT_EQ(push(7, 0, "", 0).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(push(7, 0, std::string(kLeaseBytes, 'x'), 2).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(push(8, 0, lease7, 2).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(push(7, 2, lease7, 2).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(push(7, 5, lease7, 9).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(push(7, 0, MakeLease(DeriveJobKey(RandomSecret(), "j-1"), "j-1", 7, 2), 2).code(),
+            absl::StatusCode::kPermissionDenied);
+  PushRequest unkeyed;
+  unkeyed.set_job("j-1");
+  PushResponse unkeyed_response;
+  EXPECT_EQ(stores.Push(unkeyed, &unkeyed_response).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(Read(stores, "j-1"), ElementsAre(0, 0, 0, 0));
+  // The real pushes apply.
+  EXPECT_TRUE(push(7, 0, lease7, 2).ok());
+  EXPECT_TRUE(push(7, 1, lease7, 2).ok());
+  EXPECT_THAT(Read(stores, "j-1"), ElementsAre(-2, -2, -2, -2));
+
+  // The namespace keeps its key: creating or restoring it under another is refused.
+  CreateVariablesRequest other = OneVariable("j-1", 4, 0.0f);
+  other.set_job_key(DeriveJobKey(RandomSecret(), "j-1"));
+  EXPECT_EQ(stores.CreateVariables(other, &created).code(), absl::StatusCode::kPermissionDenied);
+  RestoreRequest restore;
+  restore.set_job("j-1");
+  *restore.mutable_variables() = other;
+  RestoreResponse restored;
+  EXPECT_EQ(stores.Restore(restore, &restored).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(Read(stores, "j-1"), ElementsAre(-2, -2, -2, -2));
+  // Once ended, the id is free for a new key.
+  EndJobRequest end;
+  end.set_job("j-1");
+  EndJobResponse ended;
+  ASSERT_TRUE(stores.EndJob(end, &ended).ok());
+  EXPECT_TRUE(stores.CreateVariables(other, &created).ok());
 }
 
 TEST(JobStoresTest, UnknownJobIsNotFoundForReadsButEmptyForStats) {

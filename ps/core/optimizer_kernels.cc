@@ -1,6 +1,9 @@
 #include "ps/core/optimizer_kernels.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace pscluster {
 namespace kernels {
@@ -85,6 +88,36 @@ void FtrlUpdate(float lr, float lr_power, float l1, float l2, const float* __res
     w[i] = std::fabs(linear[i]) > l1 ? shrunk : 0.0f;
     accum[i] = new_accum;
   }
+}
+
+namespace {
+
+// Whether any of x[0, n) is NaN or +-Inf: an OR over "exponent bits all ones"
+// (integer compares, so it vectorises without -ffast-math).
+PSCLUSTER_KERNEL
+bool AnyNonFinite(const float* __restrict x, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof(bits));
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad != 0;
+}
+
+}  // namespace
+
+int64_t FirstNonFinite(const float* x, int64_t n) {
+  // Blocks small enough to stay in L1 when one must be scanned again.
+  constexpr int64_t kBlock = 4096;
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t len = std::min(kBlock, n - begin);
+    if (!AnyNonFinite(x + begin, len)) continue;
+    for (int64_t i = begin; i < begin + len; ++i) {
+      if (!std::isfinite(x[i])) return i;
+    }
+  }
+  return -1;
 }
 
 }  // namespace kernels

@@ -43,6 +43,11 @@ void AdamUpdate(float lr_t, float beta1, float beta2, float epsilon, const float
 void FtrlUpdate(float lr, float lr_power, float l1, float l2, const float* g, float* accum,
                 float* linear, float* w, int64_t n);
 
+// The index of the first NaN or +-Inf among x[0, n), or -1 if all are finite.
+// One pass over the bits (exponent all ones), in blocks that vectorise; only
+// a block holding a bad value is scanned again for its index.
+int64_t FirstNonFinite(const float* x, int64_t n);
+
 }  // namespace kernels
 }  // namespace pscluster
 

@@ -18,7 +18,9 @@
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "ps/core/hash_table.h"
+#include "ps/core/memory_budget.h"
 #include "ps/core/optimizer.h"
+#include "ps/core/optimizer_kernels.h"
 #include "ps/core/variable_spec.h"
 #include "ps/core/variable_store_internal.h"
 
@@ -76,7 +78,15 @@ struct VariableStore::Metrics {
         evictions(prometheus::BuildCounter()
                       .Name("pscluster_ps_hash_table_evictions_total")
                       .Help("Hash-table rows evicted to stay within max_rows.")
-                      .Register(r)) {}
+                      .Register(r)),
+        rejected_pushes(prometheus::BuildCounter()
+                            .Name("pscluster_ps_rejected_pushes_total")
+                            .Help("Pushes refused whole, by reason: non_finite (a NaN or Inf "
+                                  "gradient), memory_limit (new hash-table rows past "
+                                  "--max_memory_bytes).")
+                            .Register(r)),
+        rejected_non_finite(rejected_pushes.Add({{"reason", "non_finite"}})),
+        rejected_memory(rejected_pushes.Add({{"reason", "memory_limit"}})) {}
 
   prometheus::Counter& applied_updates;
   prometheus::Counter& pull_requests;
@@ -86,6 +96,60 @@ struct VariableStore::Metrics {
   prometheus::Counter& applied_steps;
   prometheus::Counter& duplicate_steps;
   prometheus::Family<prometheus::Counter>& evictions;  // label: variable
+  prometheus::Family<prometheus::Counter>& rejected_pushes;  // label: reason
+  prometheus::Counter& rejected_non_finite;
+  prometheus::Counter& rejected_memory;
+};
+
+// The budget one request reserves for the hash-table rows it may create
+// (HashTable::RowsToAdd bounds them), moved to the store's own charge as
+// rows are created; what is not used goes back when the request ends.
+// Without a budget it does nothing. Used by one thread.
+class VariableStore::RowReservation {
+ public:
+  explicit RowReservation(VariableStore* store) : store_(store) {}
+  ~RowReservation() {
+    if (MemoryBudget* budget = store_->options_.memory_budget.get()) budget->Release(bytes_);
+  }
+  RowReservation(const RowReservation&) = delete;
+  RowReservation& operator=(const RowReservation&) = delete;
+
+  // Reserves room for the rows a lookup or sparse gradient of `ids` may add
+  // to `table`. RESOURCE_EXHAUSTED naming `what` when the budget is full.
+  absl::Status Add(const HashTable& table, absl::Span<const uint64_t> ids,
+                   const std::string& what) {
+    MemoryBudget* budget = store_->options_.memory_budget.get();
+    if (budget == nullptr || ids.empty()) return absl::OkStatus();
+    // Cheap bound first (no hash probes): every id new, as far as the table
+    // can still grow. A full bounded table (evicting) needs nothing.
+    int64_t rows = std::min<int64_t>(static_cast<int64_t>(ids.size()), table.FreeRows());
+    if (rows == 0) return absl::OkStatus();
+    if (!budget->TryReserve(rows * table.row_bytes())) {
+      // Near the limit: count the ids really missing.
+      rows = table.RowsToAdd(ids);
+      RETURN_IF_ERROR(budget->Reserve(
+          rows * table.row_bytes(),
+          absl::StrCat(what, " would add ", rows, " rows to hash table '", table.name(), "'")));
+    }
+    bytes_ += rows * table.row_bytes();
+    return absl::OkStatus();
+  }
+
+  // `rows` rows were added to `table`: their bytes become the store's.
+  void Used(const HashTable& table, int64_t rows) {
+    MemoryBudget* budget = store_->options_.memory_budget.get();
+    if (budget == nullptr || rows == 0) return;
+    const int64_t bytes = rows * table.row_bytes();
+    store_->budget_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    // RowsToAdd bounds what a call adds, so this is never short; if it were,
+    // the rows exist anyway and are counted.
+    if (bytes > bytes_) budget->Charge(bytes - bytes_);
+    bytes_ = std::max<int64_t>(0, bytes_ - bytes);
+  }
+
+ private:
+  VariableStore* const store_;
+  int64_t bytes_ = 0;  // reserved, not yet used
 };
 
 namespace {
@@ -101,6 +165,17 @@ float* AllocateTensor(absl::Span<const int64_t> shape, TensorProto* out) {
   return reinterpret_cast<float*>(data->data());
 }
 
+// INVALID_ARGUMENT naming the job, the variable and the first NaN or Inf
+// among `values`, if there is one.
+absl::Status CheckFinite(absl::Span<const float> values, const std::string& job,
+                         const std::string& what) {
+  const int64_t bad = kernels::FirstNonFinite(values.data(), static_cast<int64_t>(values.size()));
+  if (bad < 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "job '", job, "': ", what, " holds a non-finite value (", values[bad], ") at element ", bad,
+      " of ", values.size(), "; the push is refused, nothing of it applied"));
+}
+
 }  // namespace
 
 VariableStore::VariableStore(Options options)
@@ -109,7 +184,9 @@ VariableStore::VariableStore(Options options)
   if (options_.registry) metrics_ = std::make_unique<Metrics>(*options_.registry);
 }
 
-VariableStore::~VariableStore() = default;
+VariableStore::~VariableStore() {
+  if (options_.memory_budget) options_.memory_budget->Release(budget_bytes_.load());
+}
 
 absl::StatusOr<VariableStore::Variable*> VariableStore::Find(const std::string& name) {
   absl::ReaderMutexLock lock(&map_mu_);
@@ -188,7 +265,25 @@ absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& reques
     }
   }
 
-  // 3. Initialise the new variables.
+  // 3. Reserve their bytes before allocating any, then initialise them.
+  int64_t reserved = 0;
+  for (const auto& var : pending) {
+    if (var != nullptr) reserved += variable_store_internal::InitialBytes(*var);
+  }
+  MemoryBudget* budget = options_.memory_budget.get();
+  if (budget != nullptr) {
+    RETURN_IF_ERROR(budget->Reserve(
+        reserved, absl::StrCat("CreateVariables of job '", request.job(), "' (",
+                               pending.size() - static_cast<size_t>(existing), " new variables)")));
+  }
+  // Whatever is not inserted below goes back to the budget.
+  struct Unused {
+    MemoryBudget* budget;
+    int64_t& bytes;
+    ~Unused() {
+      if (budget != nullptr) budget->Release(bytes);
+    }
+  } unused{budget, reserved};
   RETURN_IF_ERROR(InitializeVariables(pending));
 
   // 4. Insert all or none; re-check, as another request may have raced us.
@@ -202,7 +297,13 @@ absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& reques
     var.reset();
   }
   for (auto& var : pending) {
-    if (var != nullptr) variables_.emplace(var->spec.name(), std::move(var));
+    if (var == nullptr) continue;
+    if (budget != nullptr) {
+      const int64_t bytes = variable_store_internal::InitialBytes(*var);
+      reserved -= bytes;
+      budget_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    }
+    variables_.emplace(var->spec.name(), std::move(var));
   }
   response->set_existing(existing);
   return absl::OkStatus();
@@ -237,12 +338,14 @@ absl::StatusOr<VariableStore::RowRequest> VariableStore::CheckRowRequest(const s
 absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* response) {
   absl::ReaderMutexLock state(&state_mu_);
   if (metrics_) metrics_->pull_requests.Increment();
-  ASSIGN_OR_RETURN(CheckedPull pull, CheckPull(request));
-  ReadPull(pull, response);
+  RowReservation new_rows(this);
+  ASSIGN_OR_RETURN(CheckedPull pull, CheckPull(request, &new_rows));
+  ReadPull(pull, response, &new_rows);
   return absl::OkStatus();
 }
 
-absl::StatusOr<VariableStore::CheckedPull> VariableStore::CheckPull(const PullRequest& request) {
+absl::StatusOr<VariableStore::CheckedPull> VariableStore::CheckPull(const PullRequest& request,
+                                                                    RowReservation* new_rows) {
   // Check everything before reading anything (a lookup creates rows).
   CheckedPull pull;
   pull.vars.reserve(request.names_size());
@@ -266,12 +369,17 @@ absl::StatusOr<VariableStore::CheckedPull> VariableStore::CheckPull(const PullRe
           "lookups of this request ask for more than ", options_.max_variable_elements,
           " elements (at lookup of variable '", lookup.name(), "', ", r.ids.size(), " ids)"));
     }
+    if (r.var->is_table()) {
+      RETURN_IF_ERROR(
+          new_rows->Add(*r.var->table, r.ids, absl::StrCat("job '", request.job(), "': a lookup")));
+    }
     pull.lookups.push_back(std::move(r));
   }
   return pull;
 }
 
-void VariableStore::ReadPull(const CheckedPull& pull, PullResponse* response) {
+void VariableStore::ReadPull(const CheckedPull& pull, PullResponse* response,
+                             RowReservation* new_rows) {
   const std::vector<Variable*>& vars = pull.vars;
   const std::vector<RowRequest>& lookups = pull.lookups;
   int64_t bytes = 0;
@@ -292,7 +400,8 @@ void VariableStore::ReadPull(const CheckedPull& pull, PullResponse* response) {
     out->set_name(var->spec.name());
     float* rows = AllocateTensor({n, dim}, out->mutable_tensor());
     if (var->is_table()) {
-      var->table->Lookup(r.ids, absl::MakeSpan(rows, static_cast<size_t>(n * dim)));
+      new_rows->Used(*var->table,
+                     var->table->Lookup(r.ids, absl::MakeSpan(rows, static_cast<size_t>(n * dim))));
     } else {
       absl::ReaderMutexLock lock(&var->mu);
       for (int64_t i = 0; i < n; ++i) {
@@ -325,6 +434,12 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     ASSIGN_OR_RETURN(absl::Span<const float> values,
                      TensorView(grad.tensor(), var->shape,
                                 absl::StrCat("gradient for variable '", grad.name(), "'")));
+    if (absl::Status s = CheckFinite(values, request.job(),
+                                     absl::StrCat("the gradient for variable '", grad.name(), "'"));
+        !s.ok()) {
+      if (metrics_) metrics_->rejected_non_finite.Increment();
+      return s;
+    }
     updates.emplace_back(var, values);
     bytes += static_cast<int64_t>(grad.tensor().data().size());
   }
@@ -346,13 +461,38 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     ASSIGN_OR_RETURN(absl::Span<const float> rows,
                      TensorView(grad.rows(), {n, r.var->row_width},
                                 absl::StrCat("gradient rows for variable '", grad.name(), "'")));
+    if (absl::Status s =
+            CheckFinite(rows, request.job(),
+                        absl::StrCat("the sparse gradient rows for variable '", grad.name(), "'"));
+        !s.ok()) {
+      if (metrics_) metrics_->rejected_non_finite.Increment();
+      return s;
+    }
     bytes += static_cast<int64_t>(grad.rows().data().size());
     sparse.emplace_back(std::move(r), rows);
+  }
+  // Room for the hash-table rows this push (and its fused pull) may create.
+  RowReservation new_rows(this);
+  for (const auto& [r, grad] : sparse) {
+    if (!r.var->is_table()) continue;
+    if (absl::Status s =
+            new_rows.Add(*r.var->table, r.ids, absl::StrCat("job '", request.job(), "': a push"));
+        !s.ok()) {
+      if (metrics_) metrics_->rejected_memory.Increment();
+      return s;
+    }
   }
   std::optional<CheckedPull> pull;
   if (request.has_pull()) {
     if (metrics_) metrics_->pull_requests.Increment();
-    ASSIGN_OR_RETURN(pull, CheckPull(request.pull()));
+    absl::StatusOr<CheckedPull> checked = CheckPull(request.pull(), &new_rows);
+    if (!checked.ok()) {
+      if (metrics_ && absl::IsResourceExhausted(checked.status())) {
+        metrics_->rejected_memory.Increment();
+      }
+      return checked.status();
+    }
+    pull = *std::move(checked);
   }
 
   // Everything is valid, so the apply below cannot fail: claim the key now.
@@ -370,7 +510,7 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
       response->set_duplicate(true);
       duplicate_steps_.fetch_add(1, std::memory_order_relaxed);
       if (metrics_) metrics_->duplicate_steps.Increment();
-      if (pull.has_value()) ReadPull(*pull, response->mutable_pulled());
+      if (pull.has_value()) ReadPull(*pull, response->mutable_pulled(), &new_rows);
       return absl::OkStatus();
     }
     applied_steps_.fetch_add(1, std::memory_order_relaxed);
@@ -387,7 +527,7 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     absl::MutexLock lock(&var->mu);
     const int64_t step = ++var->updates;
     if (var->is_table()) {
-      var->table->ApplyGradients(step, r.ids, grad);
+      new_rows.Used(*var->table, var->table->ApplyGradients(step, r.ids, grad));
       continue;
     }
     std::vector<float*> slots;
@@ -400,7 +540,7 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     metrics_->applied_updates.Increment(static_cast<double>(applied));
     metrics_->bytes_pushed.Increment(static_cast<double>(bytes));
   }
-  if (pull.has_value()) ReadPull(*pull, response->mutable_pulled());
+  if (pull.has_value()) ReadPull(*pull, response->mutable_pulled(), &new_rows);
   return absl::OkStatus();
 }
 

@@ -56,6 +56,8 @@ class Registry;
 }  // namespace prometheus
 
 namespace pscluster {
+class MemoryBudget;  // memory_budget.h
+
 namespace variable_store_internal {
 struct Variable;  // variable_store_internal.h
 }  // namespace variable_store_internal
@@ -69,6 +71,16 @@ class VariableStore {
     // If set, the store exports pscluster_ps_* counters here (shared, so the
     // registry may outlive or be outlived by the store).
     std::shared_ptr<prometheus::Registry> registry;
+    // If set, the PS's memory limit, shared by every job's store: the
+    // parameter and slot bytes of variables and hash-table rows are reserved
+    // here before they are allocated, and released when the store frees
+    // them (at the latest when it is destroyed). Null: no limit.
+    std::shared_ptr<MemoryBudget> memory_budget;
+    // The directory checkpoint names (SaveRequest.name, RestoreRequest
+    // files' names) are resolved under (common/confined_path.h); a name whose
+    // real path leaves it is refused. Empty: Save and Restore are refused
+    // (FAILED_PRECONDITION naming --checkpoint_root).
+    std::string checkpoint_root;
   };
 
   explicit VariableStore(Options options);
@@ -87,6 +99,9 @@ class VariableStore {
   //   variable with max_rows; a name twice with different specs.
   // ALREADY_EXISTS: a name exists with a different shape, kind, max_rows,
   //   eviction, initializer or optimizer.
+  // RESOURCE_EXHAUSTED: the parameter and slot bytes of the new variables
+  //   would take the memory budget past its limit (the message names the
+  //   bytes requested, held and the limit).
   absl::Status CreateVariables(const CreateVariablesRequest& request,
                                CreateVariablesResponse* response);
 
@@ -99,6 +114,8 @@ class VariableStore {
   // INVALID_ARGUMENT: a hash table in `names`; a lookup of a variable that is
   //   not rank-2 DENSE or HASH_TABLE, ids not a multiple of 8 bytes, or
   //   (DENSE) an id outside [0, rows).
+  // RESOURCE_EXHAUSTED: hash-table rows the lookups would create would take
+  //   the memory budget past its limit.
   absl::Status Pull(const PullRequest& request, PullResponse* response);
 
   // Applies each gradient, whole (gradients) or by row (sparse), with its
@@ -114,7 +131,14 @@ class VariableStore {
   //   gradient for a hash table; a sparse gradient for a variable that is not
   //   rank-2 DENSE or HASH_TABLE, with ids not a multiple of 8 bytes, a
   //   repeated id (named), (DENSE) an id outside [0, rows), or rows not
-  //   [n, dim]; an update key with step < 0.
+  //   [n, dim]; an update key with step < 0; a dense gradient or sparse
+  //   gradient rows holding a NaN or Inf (the message names the job, the
+  //   variable and the first bad element's index; counted in
+  //   pscluster_ps_rejected_pushes_total{reason="non_finite"}).
+  // RESOURCE_EXHAUSTED: hash-table rows the sparse gradients (or the fused
+  //   pull's lookups) would create would take the memory budget past its
+  //   limit.
+  // On any error the fused pull (request.pull) is not answered.
   absl::Status Push(const PushRequest& request, PushResponse* response);
 
   // Per-variable kind, sizes, rows, evictions and update counts (sorted by
@@ -130,15 +154,20 @@ class VariableStore {
   absl::Status PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response);
 
   // Writes every variable (values, optimizer slots, update counters, hash
-  // rows with their eviction state) and the applied update keys to
-  // request.path (via "<path>.tmp.<pid>", fsync, rename, directory fsync) and
-  // returns its size and XXH3-64 checksum. Blocks every other call while it
-  // runs. INVALID_ARGUMENT for an empty path; I/O errors with the errno's
-  // code naming the file (NOT_FOUND for a missing directory).
+  // rows with their eviction state) and the applied update keys to the file
+  // of checkpoint name request.name under options.checkpoint_root (via
+  // "<path>.tmp.<pid>", fsync, rename, directory fsync) and returns its size
+  // and XXH3-64 checksum. Blocks every other call while it runs.
+  // FAILED_PRECONDITION: no checkpoint root. INVALID_ARGUMENT naming the
+  // name: a malformed name, or one that leads outside the root. I/O errors
+  // with the errno's code naming the file (NOT_FOUND for a missing
+  // directory).
   absl::Status Save(const SaveRequest& request, SaveResponse* response);
 
   // Replaces everything this store holds by request.variables, filled from
-  // the checkpoint files: each file is verified (size, checksum) first; a
+  // the checkpoint files (names resolved as Save's, and refused alike: no
+  // file is opened unless every name is good): each file is verified (size,
+  // checksum) first; a
   // DENSE variable or shard (full_shape / row_offset) gets its rows, slots
   // and update counter (the largest of its logical variable's saved slices)
   // from whichever saved slices cover them; a HASH_TABLE shard
@@ -154,13 +183,22 @@ class VariableStore {
   //   cover all rows of a variable, or a hash id saved twice.
   // FAILED_PRECONDITION naming the variable: missing from the checkpoint,
   //   or saved with a different shape, row width or optimizer.
+  // RESOURCE_EXHAUSTED: the new variables' bytes (checked before they are
+  //   allocated) or their restored hash-table rows would take the memory
+  //   budget past its limit; what this store held before counts as freed.
   absl::Status Restore(const RestoreRequest& request, RestoreResponse* response);
 
  private:
   using Variable = variable_store_internal::Variable;
+
+  // The file of checkpoint name `name` under options_.checkpoint_root
+  // (ResolveCheckpointName: FAILED_PRECONDITION or INVALID_ARGUMENT), which
+  // must be a data file ("*.data": INVALID_ARGUMENT otherwise).
+  absl::StatusOr<std::string> CheckpointPath(const std::string& name) const;
   struct Metrics;
   struct RowRequest;
   struct CheckedPull;
+  class RowReservation;
   using VariableMap = absl::flat_hash_map<std::string, std::unique_ptr<Variable>>;
 
   // Validates `request` (as CreateVariables) and builds its variables, not
@@ -178,11 +216,14 @@ class VariableStore {
                                              const char* what)
       ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
 
-  // Pull's checks: every named variable and lookup resolved, nothing read.
-  absl::StatusOr<CheckedPull> CheckPull(const PullRequest& request)
+  // Pull's checks: every named variable and lookup resolved, the bytes of
+  // the hash-table rows its lookups may create reserved in `rows`, nothing
+  // read.
+  absl::StatusOr<CheckedPull> CheckPull(const PullRequest& request, RowReservation* rows)
       ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
-  // Reads a checked pull into `response` (appending).
-  void ReadPull(const CheckedPull& pull, PullResponse* response)
+  // Reads a checked pull into `response` (appending), charging the rows it
+  // created to `rows`.
+  void ReadPull(const CheckedPull& pull, PullResponse* response, RowReservation* rows)
       ABSL_SHARED_LOCKS_REQUIRED(state_mu_);
 
   // Looks up `name`. NOT_FOUND if unknown. The pointer stays valid while the
@@ -192,6 +233,9 @@ class VariableStore {
 
   const Options options_;
   std::unique_ptr<Metrics> metrics_;  // Null without a registry.
+  // Bytes this store has reserved in options_.memory_budget (0 without
+  // one): its variables and hash-table rows. Released by the destructor.
+  std::atomic<int64_t> budget_bytes_{0};
 
   // Shared by every call, exclusive in Save and Restore. Variable pointers
   // taken under it stay valid until it is released.

@@ -9,13 +9,16 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_file.h"
+#include "common/confined_path.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "protos/checkpoint_data.pb.h"
 #include "ps/core/checkpoint_restore.h"
+#include "ps/core/memory_budget.h"
 #include "ps/core/row_initializer.h"
 #include "ps/core/variable_store.h"
 #include "ps/core/variable_store_internal.h"
@@ -103,11 +106,23 @@ absl::Status SaveTable(const Variable& var, int64_t updates,
 
 }  // namespace
 
+absl::StatusOr<std::string> VariableStore::CheckpointPath(const std::string& name) const {
+  ASSIGN_OR_RETURN(std::string path,
+                   ResolveCheckpointName(options_.checkpoint_root, "--checkpoint_root", name));
+  // Only data files: a Save never overwrites a MANIFEST or a job log.
+  if (!absl::EndsWith(path, ".data")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint name '", name, "' does not name a data file (\"*.data\", e.g. ps-0.data)"));
+  }
+  return path;
+}
+
 absl::Status VariableStore::Save(const SaveRequest& request, SaveResponse* response) {
   // Exclusive: no push or lookup runs while the snapshot is written.
+  ASSIGN_OR_RETURN(const std::string path, CheckpointPath(request.name()));
   absl::WriterMutexLock state(&state_mu_);
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFileWriter> writer,
-                   CheckpointFileWriter::Create(request.path()));
+                   CheckpointFileWriter::Create(path));
   CheckpointDataHeader header;
   header.set_format_version(kCheckpointFormatVersion);
   header.set_ps_index(request.ps_index());
@@ -145,7 +160,7 @@ absl::Status VariableStore::Save(const SaveRequest& request, SaveResponse* respo
   }
   RETURN_IF_ERROR(AppendRecord(*writer, keys));
   ASSIGN_OR_RETURN(CheckpointFile file, writer->Commit());
-  response->set_path(file.path());
+  response->set_name(request.name());
   response->set_bytes(file.bytes());
   response->set_checksum(file.checksum());
   response->set_variables(static_cast<int64_t>(vars.size()));
@@ -157,19 +172,45 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
     return absl::InvalidArgumentError(
         absl::StrCat("restore: num_ps must be >= 1, got ", request.num_ps()));
   }
+  // Every name is checked before any file is opened.
+  std::vector<std::string> paths;
+  for (const CheckpointFile& file : request.files()) {
+    ASSIGN_OR_RETURN(std::string path, CheckpointPath(file.name()));
+    paths.push_back(std::move(path));
+  }
   // 1. The new variables, validated and initialised aside.
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Variable>> vars,
                    NewVariables(request.variables(), /*allow_duplicates=*/false));
+  // Their bytes are reserved before they are allocated; what this store
+  // holds now counts as freed (the swap below frees it). Given back on error.
+  MemoryBudget* budget = options_.memory_budget.get();
+  const int64_t replaced = budget_bytes_.load();
+  int64_t reserved = 0;
+  struct Unused {
+    MemoryBudget* budget;
+    int64_t& bytes;
+    ~Unused() {
+      if (budget != nullptr) budget->Release(bytes);
+    }
+  } unused{budget, reserved};
+  if (budget != nullptr) {
+    int64_t bytes = 0;
+    for (const auto& var : vars) bytes += variable_store_internal::InitialBytes(*var);
+    RETURN_IF_ERROR(budget->Reserve(
+        bytes, absl::StrCat("Restore of job '", request.job(), "' (", vars.size(), " variables)"),
+        /*credit=*/replaced));
+    reserved = bytes;
+  }
   RETURN_IF_ERROR(InitializeVariables(vars));
   RestoreTargets targets(request.num_ps());
   for (auto& var : vars) RETURN_IF_ERROR(targets.Add(var.get()));
 
   // 2. Verify every file, then fill the targets from all of them.
-  for (const CheckpointFile& file : request.files()) RETURN_IF_ERROR(VerifyCheckpointFile(file));
-  variable_store_internal::SavedKeys saved;
-  for (const CheckpointFile& file : request.files()) {
-    RETURN_IF_ERROR(targets.ReadFile(file.path(), &saved));
+  for (int i = 0; i < request.files_size(); ++i) {
+    RETURN_IF_ERROR(VerifyCheckpointFile(paths[i], request.files(i)));
   }
+  variable_store_internal::SavedKeys saved;
+  for (const std::string& path : paths) RETURN_IF_ERROR(targets.ReadFile(path, &saved));
   // The step counters: those of the file this PS index saved (the same
   // layout restored), else the highest of any file (every step reaches
   // every PS that holds a dense variable, so their counts agree).
@@ -183,6 +224,20 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
     }
   }
   ASSIGN_OR_RETURN(const int64_t rows, targets.Finish());
+  if (budget != nullptr) {
+    int64_t table_rows = 0, bytes = 0;
+    for (const auto& var : vars) {
+      if (!var->is_table()) continue;
+      const int64_t n = var->table->GetStats().rows;
+      table_rows += n;
+      bytes += n * var->table->row_bytes();
+    }
+    RETURN_IF_ERROR(budget->Reserve(bytes,
+                                    absl::StrCat("Restore of job '", request.job(),
+                                                 "': ", table_rows, " rows of its hash tables"),
+                                    /*credit=*/replaced));
+    reserved += bytes;
+  }
 
   // 3. Swap the new state in.
   VariableMap map;
@@ -201,6 +256,9 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
     retired_below_ = saved.retired_below;
     applied_steps_ = counters.first;
     duplicate_steps_ = counters.second;
+    // The new state is charged to this store; the old one's bytes go back
+    // (the reservation guard releases them).
+    if (budget != nullptr) reserved = budget_bytes_.exchange(reserved);
   }
   // The old variables are destroyed here, outside every lock.
   response->set_variables(static_cast<int64_t>(request.variables().variables_size()));

@@ -2,6 +2,7 @@
 // keys, re-sharding into other layouts, and torn or mismatched checkpoints.
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -56,9 +57,16 @@ std::vector<VariableSpecProto> Model(int64_t table_max_rows = 0) {
   return {Spec("emb", {10, 4}, "adam"), table, Spec("bias", {4}, "momentum")};
 }
 
+// The stores' checkpoint root (a real path: messages name resolved paths).
 std::string TempDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
+  return std::filesystem::canonical(dir != nullptr ? dir : "/tmp").string();
+}
+
+VariableStore::Options StoreOptions() {
+  VariableStore::Options options;
+  options.checkpoint_root = TempDir();
+  return options;
 }
 
 // Every PS of one layout.
@@ -79,7 +87,7 @@ Cluster Build(int num_ps, bool create = true) {
   Cluster c;
   c.plan = Plan(num_ps);
   for (int i = 0; i < num_ps; ++i) {
-    c.ps.push_back(std::make_unique<VariableStore>());
+    c.ps.push_back(std::make_unique<VariableStore>(StoreOptions()));
     CreateVariablesResponse resp;
     if (create) EXPECT_TRUE(c.ps[i]->CreateVariables(c.plan.per_ps[i], &resp).ok());
   }
@@ -144,12 +152,12 @@ std::vector<CheckpointFile> Save(Cluster& c, const std::string& name) {
   std::vector<CheckpointFile> files;
   for (size_t i = 0; i < c.ps.size(); ++i) {
     SaveRequest req;
-    req.set_path(absl::StrCat(TempDir(), "/", name, "-ps-", i, ".data"));
+    req.set_name(absl::StrCat(name, "-ps-", i, ".data"));
     req.set_ps_index(static_cast<int>(i));
     SaveResponse resp;
     EXPECT_TRUE(c.ps[i]->Save(req, &resp).ok());
     CheckpointFile* f = &files.emplace_back();
-    f->set_path(resp.path());
+    f->set_name(resp.name());
     f->set_bytes(resp.bytes());
     f->set_checksum(resp.checksum());
   }
@@ -189,8 +197,9 @@ struct State {
 State Read(const std::vector<CheckpointFile>& files) {
   State state;
   for (size_t f = 0; f < files.size(); ++f) {
-    EXPECT_TRUE(VerifyCheckpointFile(files[f]).ok());
-    auto reader = CheckpointFileReader::Open(files[f].path());
+    const std::string path = TempDir() + "/" + files[f].name();
+    EXPECT_TRUE(VerifyCheckpointFile(path, files[f]).ok());
+    auto reader = CheckpointFileReader::Open(path);
     std::string bytes;
     EXPECT_TRUE(*(*reader)->Next(&bytes));  // header
     while (*(*reader)->Next(&bytes)) {
@@ -324,7 +333,7 @@ TEST(CheckpointTest, RowsPastMaxRowsAreEvictedByPolicyOnRestore) {
   }
   Cluster small;
   small.plan = Plan(1, /*table_max_rows=*/2);
-  small.ps.push_back(std::make_unique<VariableStore>());
+  small.ps.push_back(std::make_unique<VariableStore>(StoreOptions()));
   ASSERT_TRUE(Restore(small, Save(old, "evict")).ok());
   const State state = Read(Save(small, "evicted"));
   ASSERT_EQ(state.table.size(), 2u);
@@ -357,7 +366,7 @@ TEST(CheckpointTest, BadCheckpointsFailAndLeaveTheStoreAsItWas) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("'bias'"));
 
   // A flipped byte or a truncated file, anywhere: DATA_LOSS naming the file.
-  const std::string good = ReadBytes(files[1].path());
+  const std::string good = ReadBytes(TempDir() + "/" + files[1].name());
   const std::string copy = TempDir() + "/bad-copy.data";
   for (size_t cut : {size_t{0}, size_t{5}, good.size() / 3, good.size() - 1}) {
     for (bool flip : {false, true}) {
@@ -365,7 +374,7 @@ TEST(CheckpointTest, BadCheckpointsFailAndLeaveTheStoreAsItWas) {
       if (flip) bytes[cut] ^= 0x20;
       std::ofstream(copy, std::ios::binary | std::ios::trunc) << bytes;
       CheckpointFile f = files[1];
-      f.set_path(copy);
+      f.set_name("bad-copy.data");
       s = Restore(c, {files[0], f});
       EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << cut << flip;
       EXPECT_THAT(std::string(s.message()), HasSubstr(copy));
@@ -376,7 +385,9 @@ TEST(CheckpointTest, BadCheckpointsFailAndLeaveTheStoreAsItWas) {
   auto write = [&](const std::vector<std::string>& records) {
     auto writer = CheckpointFileWriter::Create(copy);
     for (const std::string& r : records) EXPECT_TRUE((*writer)->Append(r).ok());
-    return *(*writer)->Commit();
+    CheckpointFile file = *(*writer)->Commit();
+    file.set_name("bad-copy.data");  // the name under the root
+    return file;
   };
   CheckpointDataHeader header;
   header.set_format_version(1);

@@ -52,6 +52,15 @@ struct Variable {
   int64_t updates ABSL_GUARDED_BY(mu) = 0;
 };
 
+// Bytes a new variable holds once initialised, as the memory budget and
+// Stats count them: a DENSE variable's values and slots; a hash table starts
+// empty (its rows are reserved as they come).
+inline int64_t InitialBytes(const Variable& var) {
+  if (var.is_table()) return 0;
+  return NumElements(var.shape) * static_cast<int64_t>(sizeof(float)) *
+         (1 + static_cast<int64_t>(var.optimizer->SlotNames().size()));
+}
+
 }  // namespace variable_store_internal
 }  // namespace pscluster
 

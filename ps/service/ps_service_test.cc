@@ -6,7 +6,12 @@
 
 #include <prometheus/registry.h>
 
+#include <stdlib.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 
@@ -16,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps/core/job_stores.h"
+#include "ps/core/memory_budget.h"
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
 
@@ -25,6 +31,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class PsServiceTest : public ::testing::Test {
@@ -90,7 +97,21 @@ class PsServiceTest : public ::testing::Test {
     return 0;
   }
 
-  JobStores store_;
+  // A fresh directory for the PS's --checkpoint_root.
+  static std::string MakeRoot() {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ps-service-XXXXXX");
+    if (mkdtemp(dir.data()) == nullptr) return "";
+    return std::filesystem::canonical(dir).string();
+  }
+  static VariableStore::Options WithCheckpointRoot(const std::string& root) {
+    VariableStore::Options options;
+    options.checkpoint_root = root;
+    return options;
+  }
+
+  const std::string root_ = MakeRoot();
+  JobStores store_{WithCheckpointRoot(root_)};
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ParameterServerService> service_;
   std::unique_ptr<RunningServer> server_;
@@ -299,12 +320,12 @@ TEST_F(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
   ASSERT_TRUE(client_->Push(push, &pushed).ok());
   EXPECT_TRUE(pushed.duplicate());
 
-  const char* dir = std::getenv("TEST_TMPDIR");
   SaveRequest save;
-  save.set_path(absl::StrCat(dir != nullptr ? dir : "/tmp", "/grpc-ps-0.data"));
+  save.set_name("grpc-ps-0.data");  // relative to the PS's checkpoint root
   SaveResponse saved;
   ASSERT_TRUE(client_->Save(save, &saved).ok());
-  EXPECT_EQ(saved.path(), save.path());
+  EXPECT_EQ(saved.name(), save.name());
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/grpc-ps-0.data"));
   EXPECT_GT(saved.bytes(), 0);
   EXPECT_EQ(saved.checksum().size(), 16u);
   EXPECT_EQ(saved.variables(), 1);
@@ -312,7 +333,7 @@ TEST_F(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
   ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());  // past the checkpoint
   RestoreRequest restore;
   CheckpointFile* file = restore.add_files();
-  file->set_path(saved.path());
+  file->set_name(saved.name());
   file->set_bytes(saved.bytes());
   file->set_checksum(saved.checksum());
   VariableSpecProto* spec = restore.mutable_variables()->add_variables();
@@ -338,9 +359,126 @@ TEST_F(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
   file->set_checksum("0000000000000000");
   absl::Status s = client_->Restore(restore, &restored);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(s.message()), HasSubstr(saved.path()));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(saved.name()));
   EXPECT_EQ(RequestCount("Save", "OK"), 1);
   EXPECT_EQ(RequestCount("Restore", "DATA_LOSS"), 1);
+}
+
+// Save and Restore take names under --checkpoint_root, never free paths:
+// whatever a client sends, nothing outside the root is written or read.
+TEST_F(PsServiceTest, CheckpointNamesOutsideTheRootAreRefused) {
+  namespace fs = std::filesystem;
+  const std::string outside = root_ + "-outside";
+  fs::create_directories(outside);
+  const std::string victim = outside + "/victim";
+  std::ofstream(victim) << "untouched";
+  fs::create_directory_symlink(outside, root_ + "/escape");
+  fs::create_symlink(victim, root_ + "/leak.data");
+  const std::string names[] = {"/etc/passwd", victim,        "../x",          "a/../../x",
+                               "escape/victim", "leak.data", "",              "a//b",
+                               "ok/../../" + fs::path(outside).filename().string() + "/victim",
+                               "job/ckpt-0/MANIFEST", "job/joblog"};  // no data file
+  for (const std::string& name : names) {
+    SaveRequest save;
+    save.set_name(name);
+    SaveResponse saved;
+    absl::Status s = client_->Save(save, &saved);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "'" << name << "': " << s;
+    if (!name.empty()) EXPECT_THAT(std::string(s.message()), HasSubstr(name));
+
+    RestoreRequest restore;
+    CheckpointFile* file = restore.add_files();
+    file->set_name(name);
+    file->set_bytes(9);
+    file->set_checksum("0000000000000000");
+    restore.set_num_ps(1);
+    RestoreResponse restored;
+    s = client_->Restore(restore, &restored);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "'" << name << "': " << s;
+    EXPECT_THAT(std::string(s.message()), Not(HasSubstr("untouched")));
+  }
+  std::stringstream content;
+  content << std::ifstream(victim).rdbuf();
+  EXPECT_EQ(content.str(), "untouched");
+  EXPECT_EQ(std::distance(fs::directory_iterator(outside), fs::directory_iterator()), 1)
+      << "a temporary file was left outside the root";
+  // The variable is still there: a refused Save or Restore changes nothing.
+  auto w = PullW();
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_THAT(*w, ElementsAre(1.0f, 1.0f, 1.0f, 1.0f));
+}
+
+TEST(PsServiceNoRootTest, SaveAndRestoreNeedACheckpointRoot) {
+  JobStores store;  // a ps_server without --checkpoint_root
+  auto registry = std::make_shared<prometheus::Registry>();
+  ParameterServerService service(&store, registry);
+  auto server = StartServer(ServerOptions(), {&service}, registry);
+  ASSERT_TRUE(server.ok()) << server.status();
+  GrpcPsClient::Options options;
+  options.target = absl::StrCat("127.0.0.1:", (*server)->port());
+  GrpcPsClient client(options);
+  SaveRequest save;
+  save.set_name("job/ckpt-0/ps-0.data");
+  SaveResponse saved;
+  absl::Status s = client.Save(save, &saved);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--checkpoint_root"));
+  RestoreRequest restore;
+  restore.add_files()->set_name("job/ckpt-0/ps-0.data");
+  restore.set_num_ps(1);
+  RestoreResponse restored;
+  s = client.Restore(restore, &restored);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--checkpoint_root"));
+}
+
+long ResidentKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+// A stranger's CreateVariables past --max_memory_bytes (scaled down: a 4 MiB
+// limit instead of 1 GiB) is RESOURCE_EXHAUSTED over the wire, names the
+// bytes, and allocates nothing.
+TEST(PsServiceMemoryTest, CreateVariablesPastTheLimitIsResourceExhaustedAndAllocatesNothing) {
+  VariableStore::Options store_options;
+  store_options.memory_budget = std::make_shared<MemoryBudget>(4 << 20);
+  JobStores stores(store_options);
+  ParameterServerService service(&stores, nullptr);
+  auto server = StartServer(ServerOptions(), {&service}, nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  GrpcPsClient::Options options;
+  options.target = absl::StrCat("127.0.0.1:", (*server)->port());
+  GrpcPsClient client(options);
+  auto create = [&](const std::string& job, int64_t elements) {
+    CreateVariablesRequest req;
+    req.set_job(job);
+    VariableSpecProto* spec = req.add_variables();
+    spec->set_name("v");
+    spec->set_dtype(DT_FLOAT32);
+    spec->add_shape(elements);
+    spec->mutable_initializer()->set_type("zeros");
+    spec->mutable_optimizer()->set_type("sgd");
+    spec->mutable_optimizer()->set_learning_rate(0.1f);
+    CreateVariablesResponse resp;
+    return client.CreateVariables(req, &resp);
+  };
+  ASSERT_TRUE(create("a", 1 << 20).ok());  // exactly the limit
+  const long before = ResidentKib();
+  absl::Status s = create("b", int64_t{1} << 28);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("1073741824 bytes requested"), HasSubstr("4194304 held"),
+                    HasSubstr("limit 4194304")));
+  EXPECT_LT(ResidentKib() - before, 16 << 10);
+  StatsResponse stats;
+  ASSERT_TRUE(client.Stats(StatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.held_bytes(), 4 << 20);
+  (*server)->Shutdown();
 }
 
 TEST(GrpcPsClientTest, UnreachableServerIsUnavailableNamingTheTarget) {

@@ -34,7 +34,7 @@ absl::StatusOr<int32_t> Label(const CsvReader& csv, int column, const DataSource
   if (source.has_label_threshold) return v >= source.label_threshold ? 1 : 0;
   if (!(v >= 0 && v <= std::numeric_limits<int32_t>::max()) || v != std::floor(v)) {
     return absl::InvalidArgumentError(absl::StrCat(csv.Where(), "label column '", source.label_column,
-                                                   "': ", f.text, " is not a class index (0, 1, ...)"));
+                                                   "': expected a class index (0, 1, ...)"));
   }
   return static_cast<int32_t>(v);
 }

@@ -102,7 +102,7 @@ TEST(LoadCsvDatasetTest, IdOutsideVocabularyNamesFileLineAndFeature) {
   auto d = LoadCsvDataset(MovieLensSource(path), MovieLensModel(3));
   ASSERT_FALSE(d.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(d.status()));
-  EXPECT_EQ(d.status().message(), path + ":5: feature 'user': id 3 outside its vocabulary [0, 3)");
+  EXPECT_EQ(d.status().message(), path + ":5: feature 'user': an id outside its vocabulary [0, 3)");
 
   ModelSpec hashed = MovieLensModel(3);
   hashed.categorical[0].oov = OutOfVocabulary::kHash;
@@ -131,7 +131,8 @@ TEST(LoadCsvDatasetTest, ClassIndexLabels) {
   src.path = WriteFile("badclass.csv", "f,label\n0.5,-1\n");
   d = LoadCsvDataset(src, m);
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().message(), src.path + ":2: label column 'label': -1 is not a class index (0, 1, ...)");
+  EXPECT_EQ(d.status().message(),
+            src.path + ":2: label column 'label': expected a class index (0, 1, ...)");
 }
 
 TEST(LoadCsvDatasetTest, HoldoutSplitPartsAreDisjointAndLimitComesAfter) {

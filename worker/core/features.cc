@@ -56,8 +56,10 @@ absl::Status CategoricalEncoder::AddId(int64_t id, std::vector<uint64_t>* ids) c
     } else if (spec_.oov == OutOfVocabulary::kHash) {
       ids->push_back(HashIntValue(seed_, id) % static_cast<uint64_t>(spec_.vocab_size));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("feature '", spec_.name, "': id ", id,
-                                                     " outside its vocabulary [0, ",
+      // Values read from a data file are never quoted in errors (the
+      // reader names the file and line).
+      return absl::InvalidArgumentError(absl::StrCat("feature '", spec_.name,
+                                                     "': an id outside its vocabulary [0, ",
                                                      spec_.vocab_size, ")"));
     }
   } else {
@@ -76,12 +78,12 @@ absl::Status CategoricalEncoder::AddFloat(double value, std::vector<uint64_t>* i
   if (spec_.bucket_width > 0) {
     id = std::floor(value / spec_.bucket_width);
   } else if (std::isfinite(value) && id != std::floor(id)) {
-    return absl::InvalidArgumentError(absl::StrCat("feature '", spec_.name, "': ", value,
-                                                   " is not a whole number (give it a bucket_width)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "feature '", spec_.name, "': a value that is not a whole number (give it a bucket_width)"));
   }
   if (!(id >= kMinId && id < kMaxIdExclusive)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("feature '", spec_.name, "': ", value, " gives no int64 id"));
+        absl::StrCat("feature '", spec_.name, "': a value that gives no int64 id"));
   }
   return AddId(static_cast<int64_t>(id), ids);
 }

@@ -43,7 +43,7 @@ TEST(CategoricalEncoderTest, FixedVocabularyErrorAndHash) {
   EXPECT_EQ(ids, (std::vector<uint64_t>{671, 0}));
   absl::Status s = strict.AddInt(9001, &ids);
   EXPECT_TRUE(absl::IsInvalidArgument(s));
-  EXPECT_EQ(s.message(), "feature 'user': id 9001 outside its vocabulary [0, 672)");
+  EXPECT_EQ(s.message(), "feature 'user': an id outside its vocabulary [0, 672)");
   EXPECT_FALSE(strict.AddInt(-1, &ids).ok());
   EXPECT_EQ(ids.size(), 2u) << "a rejected id adds nothing";
 

@@ -1,7 +1,9 @@
 #include "worker/core/trainer.h"
 
+#include <cmath>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/model_variables.h"
@@ -21,6 +23,16 @@ void AddHistogram(const std::vector<int64_t>& counts,
   if (counts.empty()) return;
   if (total->empty()) total->Resize(static_cast<int>(counts.size()), 0);
   for (size_t i = 0; i < counts.size(); ++i) (*total)[static_cast<int>(i)] += counts[i];
+}
+
+// ABORTED (a closure error the coordinator retries, then fails the job
+// with): "non-finite loss (nan) at global step N (epoch E, closure C)".
+absl::Status NonFiniteLoss(const StepResult& step, const std::string& where,
+                           const RunClosureRequest& request) {
+  const double loss = step.examples > 0 ? step.loss_sum / step.examples : step.loss_sum;
+  return absl::AbortedError(absl::StrCat("non-finite loss (", loss, ") ", where, " (epoch ",
+                                         request.split().epoch() + 1, ", closure ",
+                                         request.closure_id(), ")"));
 }
 
 }  // namespace
@@ -119,7 +131,7 @@ absl::Status Trainer::Pull(Context* ctx) {
   return router_->ReadPull(ctx->step, &ctx->pulled, &ctx->params, &ctx->rows);
 }
 
-absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index,
+absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64_t step_index,
                            bool with_next_pull) {
   ctx->pushed.resize(ps_.size());
   if (with_next_pull) ctx->pulled.resize(ps_.size());
@@ -139,8 +151,12 @@ absl::Status Trainer::Push(Context* ctx, int64_t closure_id, int64_t step_index,
     // The PS applies each (closure, step) once: a retried closure's steps
     // that were already applied are dropped there (and the pull answered).
     push.set_job(job_);
-    push.mutable_update()->set_closure_id(closure_id);
-    push.mutable_update()->set_step(step_index);
+    // The coordinator's lease on this closure's keys (common/update_lease.h).
+    UpdateKey* key = push.mutable_update();
+    key->set_closure_id(closure.closure_id());
+    key->set_step(step_index);
+    key->set_lease(closure.lease());
+    key->set_lease_steps(closure.lease_steps());
     calls[p] = ps_[p]->StartPush(push, &ctx->pushed[p]);
   }
   absl::Status status;
@@ -233,9 +249,18 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
     }
     t0 = absl::Now();
     StepResult step;
+    // The step's 0-based number in the job's training order (every epoch
+    // has ceil(examples / batch) steps), to name it in errors.
+    const int64_t global_step = split.epoch() * ((train_.count + batch - 1) / batch) + b / batch;
     if (train) {
       model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
                         &ctx->grads, &ctx->row_grads, &step);
+      // A diverged model: its gradients are not pushed.
+      if (!std::isfinite(step.loss_sum)) {
+        status = NonFiniteLoss(step, absl::StrCat("at global step ", global_step), request);
+        compute += SecondsSince(t0);
+        break;
+      }
       router_->BuildPush(ctx->step, &ctx->grads, ctx->row_grads, &ctx->push);
       // The next step of this closure is gathered and planned now, so that
       // its pull rides on this push. A plan that fails (e.g. an id outside
@@ -248,12 +273,24 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
       }
       compute += SecondsSince(t0);
       const absl::Time t1 = absl::Now();
-      status = Push(ctx.get(), request.closure_id(), (b - split.begin()) / batch, pulled_with_push);
+      status = Push(ctx.get(), request, (b - split.begin()) / batch, pulled_with_push);
       push += SecondsSince(t1);
+      if (absl::IsInvalidArgument(status) && absl::StrContains(status.message(), "non-finite")) {
+        // The PS refused a NaN or Inf gradient (ps/core/variable_store.h):
+        // the model diverged, as with a non-finite loss.
+        status = absl::AbortedError(absl::StrCat("non-finite gradient at global step ", global_step,
+                                                 " (closure ", request.closure_id(),
+                                                 "), refused by the PS: ", status.message()));
+      }
     } else {
       model_->EvalStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
                        &step);
       compute += SecondsSince(t0);
+      if (!std::isfinite(step.loss_sum)) {
+        status = NonFiniteLoss(step, absl::StrCat("in evaluation, examples [", b, ", ", e, ")"),
+                               request);
+        break;
+      }
     }
     if (status.ok()) {
       response->set_steps(response->steps() + 1);

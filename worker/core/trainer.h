@@ -57,7 +57,12 @@ class Trainer {
   // Runs one closure. INVALID_ARGUMENT for a split outside the data set or
   // an id outside a fixed vocabulary; PS errors are returned as they came
   // (UNAVAILABLE when a PS is down). A failed closure may have pushed some of
-  // its steps. EVAL of a sigmoid model also returns the probability
+  // its steps. ABORTED for a diverged model: a step whose loss is NaN or Inf
+  // ("non-finite loss (nan) at global step N (epoch E, closure C)"; that
+  // step's gradients are not pushed; an evaluation names its examples), or a
+  // push the PS refused as non-finite ("non-finite gradient at global step
+  // N ..."). Global steps count from 0 over the job's training order, every
+  // epoch having ceil(train examples / per_replica_batch) of them. EVAL of a sigmoid model also returns the probability
   // histograms (kAucBuckets each). NOOP returns OK at once with an empty
   // response, touching neither data nor PS.
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response);
@@ -92,10 +97,12 @@ class Trainer {
   // dense variables into ctx->rows / ctx->params.
   absl::Status Pull(Context* ctx);
   // One push per PS with the step's gradients (built by the caller with
-  // BuildPush), keyed (closure_id, step_index). If `with_next_pull`, each
-  // push also carries ctx->step.pull (the next step's, already planned), and
-  // its answers are read into ctx->params / ctx->rows as Pull does.
-  absl::Status Push(Context* ctx, int64_t closure_id, int64_t step_index, bool with_next_pull);
+  // BuildPush), keyed (closure's id, step_index) with the closure's lease. If
+  // `with_next_pull`, each push also carries ctx->step.pull (the next step's,
+  // already planned), and its answers are read into ctx->params / ctx->rows
+  // as Pull does.
+  absl::Status Push(Context* ctx, const RunClosureRequest& closure, int64_t step_index,
+                    bool with_next_pull);
   // Copies examples order[begin, end) into the context's batch buffers and
   // dedupes each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 namespace pscluster {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -201,6 +203,113 @@ TEST(TrainerTest, CreateRejectsBadPlacement) {
   t = Trainer::Create(spec, cluster.Clients(), placement);
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(t.status().message(), HasSubstr("'dense_0/kernel' has no placement"));
+}
+
+// A real in-process PS client that corrupts traffic on purpose: from the
+// `poison_after`-th push on, the parameters its answers carry (the next
+// step's fused pull) get a NaN; or every gradient it sends gets an Inf.
+class PoisoningPsClient : public PsClient {
+ public:
+  enum Mode { kNanParameters, kInfGradients };
+  PoisoningPsClient(VariableStore* store, Mode mode, int poison_after)
+      : inner_(store), mode_(mode), poison_after_(poison_after) {}
+  absl::Status CreateVariables(const CreateVariablesRequest& request,
+                               CreateVariablesResponse* response) override {
+    return inner_.CreateVariables(request, response);
+  }
+  absl::Status Pull(const PullRequest& request, PullResponse* response) override {
+    return inner_.Pull(request, response);
+  }
+  absl::Status Push(const PushRequest& request, PushResponse* response) override {
+    ++pushes;
+    if (mode_ == kInfGradients) {
+      PushRequest bad = request;
+      for (NamedTensor& g : *bad.mutable_gradients()) Poison(g.mutable_tensor(), INFINITY);
+      return inner_.Push(bad, response);
+    }
+    absl::Status s = inner_.Push(request, response);
+    if (s.ok() && pushes >= poison_after_) {
+      for (NamedTensor& t : *response->mutable_pulled()->mutable_tensors()) {
+        Poison(t.mutable_tensor(), NAN);
+      }
+    }
+    return s;
+  }
+  absl::Status Stats(const StatsRequest& request, StatsResponse* response) override {
+    return inner_.Stats(request, response);
+  }
+  int pushes = 0;
+
+ private:
+  static void Poison(TensorProto* t, float value) {
+    if (t->data().size() >= sizeof(float)) std::memcpy(t->mutable_data()->data(), &value, 4);
+  }
+  InProcessPsClient inner_;
+  const Mode mode_;
+  const int poison_after_;
+};
+
+absl::Status RunClosureOn(Trainer& trainer, int64_t closure_id, int64_t epoch,
+                          RunClosureResponse* resp) {
+  RunClosureRequest req;
+  req.set_closure_id(closure_id);
+  req.set_mode(TRAIN);
+  req.mutable_split()->set_epoch(epoch);
+  req.mutable_split()->set_begin(640);  // step 10 of the epoch (batch 64)
+  req.mutable_split()->set_end(2048);
+  return trainer.RunClosure(req, resp);
+}
+
+TEST(TrainerTest, ANonFiniteLossFailsTheClosureNamingItsGlobalStepBeforeItsPush) {
+  const JobSpec spec = CtrSpec();
+  Cluster cluster(spec);
+  std::vector<std::unique_ptr<PsClient>> clients;
+  std::vector<PoisoningPsClient*> ps;
+  for (auto& store : cluster.stores) {
+    auto c = std::make_unique<PoisoningPsClient>(store.get(), PoisoningPsClient::kNanParameters,
+                                                 /*poison_after=*/3);
+    ps.push_back(c.get());
+    clients.push_back(std::move(c));
+  }
+  auto trainer = Trainer::Create(spec, std::move(clients), cluster.plan.placement);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  RunClosureResponse resp;
+  // Epoch 2 (index 1) of 32 steps each, from step 10: the 3rd push brings
+  // NaN parameters to the closure's 4th step, global step 32 + 10 + 3 = 45.
+  absl::Status s = RunClosureOn(**trainer, 9, 1, &resp);
+  ASSERT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("non-finite loss (nan) at global step 45"),
+                                 HasSubstr("epoch 2"), HasSubstr("closure 9")));
+  EXPECT_EQ(resp.steps(), 3);
+  for (PoisoningPsClient* p : ps) EXPECT_EQ(p->pushes, 3);  // the NaN step pushed nothing
+  for (auto& store : cluster.stores) {
+    StatsResponse stats;
+    ASSERT_TRUE(store->Stats(StatsRequest(), &stats).ok());
+    EXPECT_EQ(stats.applied_steps(), 3);
+  }
+}
+
+TEST(TrainerTest, APushTheServerRefusesAsNonFiniteFailsTheClosureNamingTheStep) {
+  const JobSpec spec = CtrSpec();
+  Cluster cluster(spec);
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (auto& store : cluster.stores) {
+    clients.push_back(std::make_unique<PoisoningPsClient>(
+        store.get(), PoisoningPsClient::kInfGradients, /*poison_after=*/0));
+  }
+  auto trainer = Trainer::Create(spec, std::move(clients), cluster.plan.placement);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  RunClosureResponse resp;
+  absl::Status s = RunClosureOn(**trainer, 4, 0, &resp);
+  ASSERT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("non-finite gradient at global step 10"),
+                                 HasSubstr("refused by the PS"), HasSubstr("inf")));
+  EXPECT_EQ(resp.steps(), 0);
+  for (auto& store : cluster.stores) {
+    StatsResponse stats;
+    ASSERT_TRUE(store->Stats(StatsRequest(), &stats).ok());
+    EXPECT_EQ(stats.applied_steps(), 0);
+  }
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
 #include "worker/core/worker_state.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/job_paths.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 
 namespace pscluster {
 
-WorkerState::WorkerState(PsClientFactory ps_client_factory)
-    : ps_client_factory_(std::move(ps_client_factory)) {}
+WorkerState::WorkerState(PsClientFactory ps_client_factory,
+                         std::optional<std::vector<std::string>> data_roots)
+    : ps_client_factory_(std::move(ps_client_factory)), data_roots_(std::move(data_roots)) {}
 
 absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobResponse* response) {
   absl::MutexLock setup_lock(&setup_mu_);
@@ -21,6 +23,7 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
   }
   if (request.job_id().empty()) return absl::InvalidArgumentError("SetupJob needs a job_id");
   ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(request.spec_yaml(), request.job_id() + ".yaml"));
+  if (data_roots_.has_value()) RETURN_IF_ERROR(CheckDataFiles(spec, *data_roots_));
   std::vector<std::unique_ptr<PsClient>> ps;
   for (const std::string& address : request.ps_addresses()) ps.push_back(ps_client_factory_(address));
   std::vector<VariablePlacementProto> placement(request.placement().begin(),

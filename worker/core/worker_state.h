@@ -9,7 +9,9 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -25,10 +27,17 @@ class WorkerState {
   // Makes a client for the PS task at `address`.
   using PsClientFactory = std::function<std::unique_ptr<PsClient>(const std::string& address)>;
 
-  explicit WorkerState(PsClientFactory ps_client_factory);
+  // `data_roots`: the directories a job's data files must lie under
+  // (worker_server's --data_root; common/job_paths.h), checked before any
+  // file is opened; nullopt: any file (in-process runs of the local user's
+  // own job).
+  explicit WorkerState(PsClientFactory ps_client_factory,
+                       std::optional<std::vector<std::string>> data_roots = std::nullopt);
 
-  // INVALID_ARGUMENT for a bad spec (its message names file:line:column),
-  // plus Trainer::Create's errors.
+  // INVALID_ARGUMENT for a bad spec (its message names file:line:column) or
+  // a data file outside the data roots (naming the field, the path and
+  // --data_root), plus Trainer::Create's errors (which never quote a data
+  // file's contents).
   absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
   // FAILED_PRECONDITION if `request.job_id` is not the job set up here (NOOP
@@ -44,6 +53,7 @@ class WorkerState {
 
  private:
   PsClientFactory ps_client_factory_;
+  const std::optional<std::vector<std::string>> data_roots_;
   absl::Mutex setup_mu_;  // serialises SetupJob calls; held while data loads
   absl::Mutex mu_;
   std::string job_id_ ABSL_GUARDED_BY(mu_);

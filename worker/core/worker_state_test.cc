@@ -1,7 +1,11 @@
 #include "worker/core/worker_state.h"
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/job_spec.h"
 #include "common/model_variables.h"
@@ -118,6 +122,48 @@ TEST_F(WorkerStateTest, RunClosuresAnswersEachClosureOnItsOwn) {
   EXPECT_THAT(response.results(2).message(), HasSubstr("outside the eval set"));
   EXPECT_EQ(response.results(3).code(), 0);  // errors before it did not stop it
   EXPECT_EQ(response.results(3).response().examples(), 32);
+}
+
+// Issue 12, defence in depth: a worker started with --data_root refuses a job
+// whose data lies elsewhere before it opens anything; and a file that is not
+// data (inside the roots) fails without its contents in the error.
+TEST(WorkerStateDataRootTest, DataOutsideTheRootsIsRefusedAndContentsAreNeverQuoted) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/worker-data-root";
+  std::filesystem::create_directories(root);
+  const std::string secret = root + "/secret.csv";
+  std::ofstream(secret) << "root:$6$SECRETHASH:19000::::::\n";
+  VariableStore store;
+  WorkerState state(
+      [&store](const std::string&) { return std::make_unique<InProcessPsClient>(&store); },
+      std::vector<std::string>{root});
+  auto yaml = [](const std::string& path) {
+    return "model:\n  inputs: {dense: 784}\n  layers: [{dense: {units: 10}}]\n"
+           "optimizer: {type: sgd}\ndata:\n  train: {images: " + path + ", labels: " + path +
+           "}\n  eval: {images: " + path + ", labels: " + path + "}\n";
+  };
+  SetupJobRequest setup;
+  setup.set_job_id("job-1");
+  setup.set_spec_yaml(yaml("/etc/shadow"));
+  setup.add_ps_addresses("in-process");
+  SetupJobResponse response;
+  absl::Status s = state.SetupJob(setup, &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data.train.images: '/etc/shadow'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--data_root"));
+
+  setup.set_spec_yaml(yaml(secret));
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml(secret), "secret.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<VariablePlan> plan = PlanVariables(ModelVariables(*spec), spec->partitioner, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const auto& p : plan->placement) *setup.add_placement() = p;
+  s = state.SetupJob(setup, &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(secret));
+  for (const char* leak : {"SECRET", "root:", "726f6f74"}) {
+    EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr(leak)));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,132 @@
+#include "common/job_paths.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pscluster {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class JobPathsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* env = getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(env != nullptr ? env : "/tmp") + "/job-paths-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    base_ = fs::canonical(tmpl).string();
+    data_ = base_ + "/data";
+    ckpt_ = base_ + "/ckpt";
+    fs::create_directories(data_ + "/mnist");
+    fs::create_directories(ckpt_);
+    fs::create_directories(base_ + "/private");
+    std::ofstream(base_ + "/private/shadow") << "root:$6$SECRETHASH:19000::::::\n";
+    fs::create_symlink(base_ + "/private/shadow", data_ + "/mnist/link");
+    fs::create_directory_symlink(base_ + "/private", ckpt_ + "/escape");
+  }
+  void TearDown() override { fs::remove_all(base_); }
+
+  JobSpec Idx(const std::string& images) const {
+    JobSpec spec;
+    spec.data.train.images = images;
+    spec.data.train.labels = data_ + "/mnist/train-labels";
+    spec.data.eval.images = data_ + "/mnist/eval-images";
+    spec.data.eval.labels = data_ + "/mnist/eval-labels";
+    return spec;
+  }
+
+  std::string base_, data_, ckpt_;
+};
+
+TEST_F(JobPathsTest, DataFilesMustLieUnderADataRoot) {
+  struct Case {
+    std::string images;
+    bool ok;
+  };
+  const Case cases[] = {
+      {data_ + "/mnist/train-images", true},
+      {data_ + "/mnist/../mnist/train-images", true},
+      {"/etc/shadow", false},
+      {base_ + "/private/shadow", false},
+      {data_ + "/../private/shadow", false},
+      {data_ + "/mnist/link", false},  // a symlink under the root pointing out
+      {data_, false},                  // the root itself is no file
+      {data_ + "x/file", false},       // a sibling sharing the prefix
+  };
+  for (const Case& c : cases) {
+    absl::Status s = CheckDataFiles(Idx(c.images), {base_ + "/elsewhere", data_});
+    EXPECT_EQ(s.ok(), c.ok) << c.images << ": " << s;
+    if (!c.ok) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(s.message()), HasSubstr("data.train.images"));
+      EXPECT_THAT(std::string(s.message()), HasSubstr(c.images));
+      EXPECT_THAT(std::string(s.message()), HasSubstr("--data_root"));
+      EXPECT_THAT(std::string(s.message()), Not(HasSubstr("SECRETHASH")));
+    }
+  }
+}
+
+TEST_F(JobPathsTest, CsvPathsAreCheckedToo) {
+  JobSpec spec = Idx(data_ + "/mnist/train-images");
+  spec.data.eval.format = "csv";
+  spec.data.eval.path = "/etc/passwd";
+  absl::Status s = CheckDataFiles(spec, {data_});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data.eval.path"));
+  // No roots at all: nothing is allowed.
+  EXPECT_FALSE(CheckDataFiles(Idx(data_ + "/mnist/train-images"), {}).ok());
+}
+
+TEST_F(JobPathsTest, CheckpointDirs) {
+  struct Case {
+    std::string dir;
+    std::string real;  // empty: refused
+    std::string prefix;
+  };
+  const Case cases[] = {
+      {"job-a", ckpt_ + "/job-a", "job-a"},
+      {"runs/job-a", ckpt_ + "/runs/job-a", "runs/job-a"},
+      {ckpt_ + "/job-b", ckpt_ + "/job-b", "job-b"},
+      {".", ckpt_, ""},
+      {"/tmp/elsewhere", "", ""},
+      {"../data", "", ""},
+      {ckpt_ + "/escape/x", "", ""},
+      {"with space", "", ""},  // not a valid checkpoint name for the PS
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<CheckpointLocation> loc = ResolveCheckpointDir(ckpt_, c.dir);
+    if (c.real.empty()) {
+      ASSERT_FALSE(loc.ok()) << c.dir;
+      EXPECT_EQ(loc.status().code(), absl::StatusCode::kInvalidArgument) << loc.status();
+      EXPECT_THAT(std::string(loc.status().message()), HasSubstr("checkpoint.dir"));
+      EXPECT_THAT(std::string(loc.status().message()), HasSubstr(c.dir));
+    } else {
+      ASSERT_TRUE(loc.ok()) << c.dir << ": " << loc.status();
+      EXPECT_EQ(loc->dir, c.real);
+      EXPECT_EQ(loc->name_prefix, c.prefix);
+    }
+  }
+  const std::string outside[] = {"/tmp/elsewhere", ckpt_ + "/escape/x"};
+  for (const std::string& dir : outside) {
+    EXPECT_THAT(std::string(ResolveCheckpointDir(ckpt_, dir).status().message()),
+                HasSubstr("--checkpoint_root"));
+  }
+}
+
+TEST_F(JobPathsTest, NoCheckpointRootRefusesCheckpoints) {
+  absl::StatusOr<CheckpointLocation> loc = ResolveCheckpointDir("", "job-a");
+  ASSERT_FALSE(loc.ok());
+  EXPECT_EQ(loc.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(loc.status().message()), HasSubstr("--checkpoint_root"));
+}
+
+}  // namespace
+}  // namespace pscluster
