@@ -19,20 +19,33 @@ bazel query --keep_going 'tests(//...) except attr(tags, "manual", //...)' \
 test_rc=0
 bazel test --keep_going --build_event_json_file="$work/bep.json" //... || test_rc=$?
 
+testlogs="$(bazel info bazel-testlogs)"
+bazel shutdown || true
+
+# Fuzzing smoke: the fuzz/ targets built with clang, libFuzzer, ASan and UBSan
+# (--config=fuzz, in its own output base) and each fuzzed for a bounded time
+# from its seed corpus; one counted case per target (fuzz/fuzz_smoke.sh).
+# PSCLUSTER_FUZZ_SECONDS sets the time per target (default 20).
+fuzz_rc=0
+fuzz/fuzz_smoke.sh --seconds "${PSCLUSTER_FUZZ_SECONDS:-20}" --junit "$work/fuzz.xml" ||
+  fuzz_rc=$?
+
 summary_rc=0
 python3 tools/bazel_test_summary.py \
-  --testlogs "$(bazel info bazel-testlogs)" \
+  --testlogs "$testlogs" \
   --targets "$work/targets" \
   --bep "$work/bep.json" \
+  --extra_xml "$work/fuzz.xml" \
   --bazel_exit_code "$test_rc" > "$work/summary" || summary_rc=$?
-
-bazel shutdown || true
 
 if ((query_rc != 0)); then
   echo "run_tests: bazel query failed ($query_rc)"
 fi
 # The summary's last line ("N passed, N failed, N skipped") closes the output.
 cat "$work/summary"
-if ((test_rc != 0 || summary_rc != 0 || query_rc != 0)); then
+if ((fuzz_rc != 0)); then
+  echo "run_tests: fuzz smoke failed ($fuzz_rc)"
+fi
+if ((test_rc != 0 || summary_rc != 0 || query_rc != 0 || fuzz_rc != 0)); then
   exit 1
 fi

@@ -16,6 +16,10 @@ every test that ran and the status of each target; --targets lists the test
 targets that should have run (so one that failed to build counts as failed).
 Without --bep, all test.xml files under --testlogs are read.
 
+--extra_xml FILE (repeatable) adds the cases of JUnit files written outside
+Bazel (fuzz/fuzz_smoke.sh: one case per fuzz target); a missing or unparsable
+one counts as 1 failed.
+
 Prints one line per failing target, then the totals as the last line. Exits 1
 if any case failed or --bazel_exit_code is non-zero, else 0.
 """
@@ -103,6 +107,8 @@ def main():
     parser.add_argument("--targets", help="file with the expected test target labels")
     parser.add_argument("--bep", help="Build Event Protocol JSON file of the run")
     parser.add_argument("--bazel_exit_code", type=int, default=0)
+    parser.add_argument("--extra_xml", action="append", default=[],
+                        help="JUnit XML written outside Bazel (e.g. by fuzz/fuzz_smoke.sh)")
     args = parser.parse_args()
 
     expected = []
@@ -154,6 +160,17 @@ def main():
         failed += target_failed
         if target_failed:
             print("FAILED %s: %s" % (label, problem or "%d failing case(s)" % target_failed))
+
+    for path in args.extra_xml:
+        try:
+            p, f, s = count_cases(path)
+        except (OSError, ET.ParseError) as e:
+            p, f, s = 0, 1, 0
+            print("FAILED %s: unreadable: %s" % (path, e))
+        else:
+            if f:
+                print("FAILED %s: %d failing case(s)" % (path, f))
+        passed, failed, skipped = passed + p, failed + f, skipped + s
 
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return 1 if failed > 0 or args.bazel_exit_code != 0 else 0
