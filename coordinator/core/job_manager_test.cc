@@ -92,8 +92,11 @@ JobState WaitForState(JobManager& jobs, const std::string& id, std::set<JobState
 }
 
 // The PS's and the coordinator's --checkpoint_root (a fresh real directory).
+// One root per test: with a state directory, jobs checkpoint (and keep their
+// job logs) in <root>/<job id>, and job ids repeat from test to test.
 std::string CheckpointRoot() {
-  const std::string dir = ::testing::TempDir() + "/job_manager_ckpt";
+  const std::string dir = ::testing::TempDir() + "/job_manager_ckpt/" +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name();
   std::filesystem::create_directories(dir);
   return std::filesystem::canonical(dir).string();
 }
