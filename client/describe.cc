@@ -15,6 +15,11 @@ std::string FormatBytes(int64_t bytes) {
 
 std::string FormatDescribe(const DescribeJobResponse& d) {
   std::string out = absl::StrCat("job ", d.job_id(), "\n");
+  if (d.replicas() > 0) {
+    absl::StrAppendFormat(&out, "batch %d global = %d per replica x %d replicas\n",
+                          d.global_batch(), d.per_replica_batch(), d.replicas());
+  }
+  if (!d.learning_rate().empty()) absl::StrAppend(&out, "learning rate ", d.learning_rate(), "\n");
   absl::StrAppendFormat(&out, "%-28s %-10s %-14s %s\n", "variable", "kind", "shape", "partitioner");
   absl::StrAppendFormat(&out, "  %-34s %3s %-17s %10s %10s %s\n", "shard", "ps", "rows", "params",
                         "slots", "");

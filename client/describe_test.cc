@@ -48,7 +48,13 @@ TEST(DescribeTest, ShowsShardsRowsAndPsShares) {
     p->set_parameter_bytes(1000 * (i + 1));
     p->set_variables(3);
   }
+  d.set_per_replica_batch(64);
+  d.set_global_batch(128);
+  d.set_replicas(2);
+  d.set_learning_rate("0.02, cosine decay over 100 steps to 0");
   const std::string text = FormatDescribe(d);
+  EXPECT_THAT(text, HasSubstr("batch 128 global = 64 per replica x 2 replicas\n"));
+  EXPECT_THAT(text, HasSubstr("learning rate 0.02, cosine decay over 100 steps to 0\n"));
   EXPECT_THAT(text, HasSubstr("embedding/user               embedding  [672, 16]      2 shards"));
   EXPECT_THAT(text, HasSubstr("embedding/user/part_1"));
   EXPECT_THAT(text, HasSubstr("[336, 672)"));

@@ -86,6 +86,13 @@ std::string FormatSummary(const JobStatusProto& s, const std::string& checkpoint
     absl::StrAppendFormat(&out, "  examples/s      %.0f\n", s.examples_per_sec());
   }
   absl::StrAppendFormat(&out, "  wall time       %.1f s\n", s.wall_seconds());
+  if (s.replicas() > 0) {
+    absl::StrAppendFormat(&out, "  batch           %d global = %d per replica x %d replicas\n",
+                          s.global_batch(), s.per_replica_batch(), s.replicas());
+  }
+  if (!s.learning_rate().empty()) {
+    absl::StrAppendFormat(&out, "  learning rate   %s\n", s.learning_rate());
+  }
   // Faults the job lived through, and what they cost.
   if (s.ps_recoveries() > 0 || s.lost_steps() > 0 || s.workers_lost() > 0) {
     absl::StrAppendFormat(&out,

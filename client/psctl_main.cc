@@ -56,6 +56,13 @@ absl::StatusOr<JobSpec> LoadAndCheckSpec(const std::string& path) {
 int RunLocal(const LocalRunOptions& options) {
   absl::StatusOr<JobSpec> spec = LoadAndCheckSpec(options.spec_path);
   if (!spec.ok()) return kExitUsage;
+  // A global batch or a learning rate scaled with the replicas is resolved
+  // for --workers here, so that one that cannot be is a usage error (the
+  // coordinator resolves the spec it gets again, for its workers).
+  if (absl::Status s = ResolveReplicas(ReplicasFor(*spec, options.num_workers), &*spec); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", options.spec_path.c_str(), std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   if (spec->strategy == Strategy::kOneDevice) return RunOneDevice(*spec, options);
   return RunParameterServerJob(*spec, options);
 }

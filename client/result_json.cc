@@ -39,6 +39,10 @@ nlohmann::json JobStatusJson(const JobStatusProto& s) {
   j["ps_recoveries"] = s.ps_recoveries();
   j["lost_steps"] = s.lost_steps();
   j["last_recovery_seconds"] = s.last_recovery_seconds();
+  j["per_replica_batch"] = s.per_replica_batch();
+  j["global_batch"] = s.global_batch();
+  j["replicas"] = s.replicas();
+  j["learning_rate"] = s.learning_rate();
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochResult& e : s.epochs()) {
     epochs.push_back({{"epoch", e.epoch()},
@@ -122,7 +126,12 @@ nlohmann::json DescribeJson(const DescribeJobResponse& d) {
                   {"duplicate_steps", p.duplicate_steps()},
                   {"held_keys", p.held_keys()}});
   }
-  return {{"variables", std::move(vars)}, {"ps", std::move(ps)}};
+  return {{"variables", std::move(vars)},
+          {"ps", std::move(ps)},
+          {"per_replica_batch", d.per_replica_batch()},
+          {"global_batch", d.global_batch()},
+          {"replicas", d.replicas()},
+          {"learning_rate", d.learning_rate()}};
 }
 
 }  // namespace pscluster

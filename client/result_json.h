@@ -61,7 +61,9 @@ struct RunResult {
 //  "total_steps", "examples", "examples_per_sec", "wall_seconds", "backend",
 //  "compute_seconds", "pull_seconds", "push_seconds", "checkpoints",
 //  "resumed_from_checkpoint", "ps_recoveries", "lost_steps",
-//  "last_recovery_seconds", "epochs": [...] (as below), "error" (only when
+//  "last_recovery_seconds", "per_replica_batch", "global_batch" (=
+//  per_replica_batch x "replicas"), "learning_rate" (a constant, or the
+//  schedule in words), "epochs": [...] (as below), "error" (only when
 //  non-empty)}.
 nlohmann::json JobStatusJson(const JobStatusProto& status);
 
@@ -80,7 +82,8 @@ nlohmann::json JobStatusJson(const JobStatusProto& status);
 // With a describe: "describe": {"variables": [{"name", "kind", "shape",
 // "partitioner", "shards": [{"name", "ps", "row_offset", "rows",
 // "parameter_bytes", "slot_bytes", "evictions"}]}], "ps": [{"ps", "address",
-// "variables", "parameter_bytes", "slot_bytes"}]}. Binary models add
+// "variables", "parameter_bytes", "slot_bytes"}], "per_replica_batch",
+// "global_batch", "replicas", "learning_rate"}. Binary models add
 // "eval_auc" (also per epoch).
 nlohmann::json RunResultJson(const RunResult& result);
 

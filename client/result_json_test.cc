@@ -89,6 +89,29 @@ TEST(ResultJsonTest, StatusIsTheSameShapeAsTheRunResultWithNumbers) {
   EXPECT_FALSE(status.contains("strategy"));
 }
 
+TEST(ResultJsonTest, BatchesAndLearningRateInStatusAndDescribe) {
+  JobStatusProto s;
+  s.set_per_replica_batch(32);
+  s.set_global_batch(64);
+  s.set_replicas(2);
+  s.set_learning_rate("0.2, cosine decay over 1000 steps to 0, after 100 warmup steps from 0");
+  const nlohmann::json status = JobStatusJson(s);
+  EXPECT_EQ(status["per_replica_batch"], 32);
+  EXPECT_EQ(status["global_batch"], 64);
+  EXPECT_EQ(status["replicas"], 2);
+  EXPECT_EQ(status["learning_rate"], s.learning_rate());
+  DescribeJobResponse d;
+  d.set_per_replica_batch(32);
+  d.set_global_batch(64);
+  d.set_replicas(2);
+  d.set_learning_rate("0.01");
+  const nlohmann::json describe = DescribeJson(d);
+  EXPECT_EQ(describe["per_replica_batch"], 32);
+  EXPECT_EQ(describe["global_batch"], 64);
+  EXPECT_EQ(describe["replicas"], 2);
+  EXPECT_EQ(describe["learning_rate"], "0.01");
+}
+
 TEST(ResultJsonTest, ListEventsAndSubmit) {
   ListJobsResponse list;
   list.add_jobs()->set_job_id("a");

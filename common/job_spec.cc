@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/initializer.h"
+#include "common/lr_schedule.h"
 
 namespace pscluster {
 namespace {
@@ -114,8 +117,36 @@ InitializerProto ParseInitializer(const YAML::Node& n, const std::string& where)
 Activation ParseActivation(const YAML::Node& n) {
   const std::string a = Str(n, "activation");
   if (a == "relu") return Activation::kRelu;
+  if (a == "tanh") return Activation::kTanh;
+  if (a == "sigmoid") return Activation::kSigmoid;
+  if (a == "gelu") return Activation::kGelu;
   if (a == "none" || a == "linear") return Activation::kNone;
-  Fail(n, absl::StrCat("unknown activation '", a, "' (expected relu or none)"));
+  Fail(n, absl::StrCat("unknown activation '", a,
+                       "' (expected relu, tanh, sigmoid, gelu or none)"));
+}
+
+// A window side pair: `3` or `[3, 3]` (height, width), each in [1, kMaxWindow].
+void ParseWindow(const YAML::Node& n, const std::string& what, int64_t* h, int64_t* w) {
+  if (n.IsSequence()) {
+    if (n.size() != 2) Fail(n, absl::StrCat(what, " must be N or [height, width]"));
+    *h = Int(n[0], what + "[0]", 1, JobLimits::kMaxWindow);
+    *w = Int(n[1], what + "[1]", 1, JobLimits::kMaxWindow);
+    return;
+  }
+  *h = *w = Int(n, what, 1, JobLimits::kMaxWindow);
+}
+
+Padding ParsePadding(const YAML::Node& n, const std::string& what) {
+  const std::string p = Str(n, what);
+  if (p == "valid") return Padding::kValid;
+  if (p == "same") return Padding::kSame;
+  Fail(n, absl::StrCat("unknown ", what, " '", p, "' (expected valid or same)"));
+}
+
+float ParseL2(const YAML::Node& n, const std::string& what) {
+  const double v = Num(n, what);
+  if (!(v >= 0 && v < 1e6)) Fail(n, absl::StrCat(what, " must be in [0, 1e6), got ", v));
+  return static_cast<float>(v);
 }
 
 LayerSpec ParseLayer(const YAML::Node& n, int index) {
@@ -131,23 +162,150 @@ LayerSpec ParseLayer(const YAML::Node& n, int index) {
   } else {
     Fail(n, absl::StrCat(where, " must be a layer name or a one-key mapping such as {dense: {units: 10}}"));
   }
-  if (kind == "relu") {
-    layer.kind = LayerSpec::Kind::kRelu;
-    if (body && !body.IsNull() && !(body.IsMap() && body.size() == 0)) {
-      Fail(body, absl::StrCat(where, ": relu takes no options"));
-    }
+  const bool empty_body = !body || body.IsNull() || (body.IsMap() && body.size() == 0);
+  const std::string at = where + "." + kind;
+  if (kind == "relu" || kind == "tanh" || kind == "sigmoid" || kind == "gelu") {
+    layer.kind = LayerSpec::Kind::kActivation;
+    if (!empty_body) Fail(body, absl::StrCat(where, ": ", kind, " takes no options"));
+    layer.activation = ParseActivation(n.IsScalar() ? n : n.begin()->first);
+    return layer;
+  }
+  if (kind == "flatten") {
+    layer.kind = LayerSpec::Kind::kFlatten;
+    if (!empty_body) Fail(body, absl::StrCat(where, ": flatten takes no options"));
     return layer;
   }
   if (kind == "dense") {
-    if (!body) Fail(n, absl::StrCat(where, ": dense needs {units: N}"));
-    CheckKeys(body, where + ".dense", {"units", "activation"});
+    if (empty_body) Fail(n, absl::StrCat(where, ": dense needs {units: N}"));
+    CheckKeys(body, where + ".dense", {"units", "activation", "l2"});
     layer.kind = LayerSpec::Kind::kDense;
     layer.units = Int(Required(body, "units", where + ".dense"), where + ".dense.units", 1, JobLimits::kMaxUnits);
     if (body["activation"]) layer.activation = ParseActivation(body["activation"]);
+    if (body["l2"]) {
+      layer.has_l2 = true;
+      layer.l2 = ParseL2(body["l2"], at + ".l2");
+    }
+    return layer;
+  }
+  if (kind == "conv2d") {
+    if (empty_body) Fail(n, absl::StrCat(where, ": conv2d needs {filters: N, kernel: K}"));
+    CheckKeys(body, at, {"filters", "kernel", "stride", "padding", "activation", "l2"});
+    layer.kind = LayerSpec::Kind::kConv2d;
+    layer.units = Int(Required(body, "filters", at), at + ".filters", 1, JobLimits::kMaxUnits);
+    ParseWindow(Required(body, "kernel", at), at + ".kernel", &layer.window_h, &layer.window_w);
+    if (body["stride"]) ParseWindow(body["stride"], at + ".stride", &layer.stride_h, &layer.stride_w);
+    if (body["padding"]) layer.padding = ParsePadding(body["padding"], at + ".padding");
+    if (body["activation"]) layer.activation = ParseActivation(body["activation"]);
+    if (body["l2"]) {
+      layer.has_l2 = true;
+      layer.l2 = ParseL2(body["l2"], at + ".l2");
+    }
+    return layer;
+  }
+  if (kind == "max_pool" || kind == "avg_pool") {
+    layer.kind = kind == "max_pool" ? LayerSpec::Kind::kMaxPool : LayerSpec::Kind::kAvgPool;
+    layer.window_h = layer.window_w = 2;
+    if (!empty_body) {
+      CheckKeys(body, at, {"pool", "stride", "padding"});
+      if (body["pool"]) ParseWindow(body["pool"], at + ".pool", &layer.window_h, &layer.window_w);
+    }
+    layer.stride_h = layer.window_h;
+    layer.stride_w = layer.window_w;
+    if (!empty_body) {
+      if (body["stride"]) ParseWindow(body["stride"], at + ".stride", &layer.stride_h, &layer.stride_w);
+      if (body["padding"]) layer.padding = ParsePadding(body["padding"], at + ".padding");
+    }
+    return layer;
+  }
+  if (kind == "dropout") {
+    if (empty_body) Fail(n, absl::StrCat(where, ": dropout needs {rate: R}"));
+    CheckKeys(body, at, {"rate"});
+    layer.kind = LayerSpec::Kind::kDropout;
+    const YAML::Node rate = Required(body, "rate", at);
+    layer.rate = Num(rate, at + ".rate");
+    if (!(layer.rate >= 0 && layer.rate < 1)) {
+      Fail(rate, absl::StrCat(at, ".rate must be in [0, 1), got ", layer.rate));
+    }
+    return layer;
+  }
+  if (kind == "batch_norm") {
+    layer.kind = LayerSpec::Kind::kBatchNorm;
+    if (!empty_body) {
+      CheckKeys(body, at, {"momentum", "epsilon"});
+      if (YAML::Node m = body["momentum"]) {
+        const double v = Num(m, at + ".momentum");
+        if (!(v >= 0 && v < 1)) Fail(m, absl::StrCat(at, ".momentum must be in [0, 1), got ", v));
+        layer.momentum = static_cast<float>(v);
+      }
+      if (body["epsilon"]) layer.epsilon = Positive(body["epsilon"], at + ".epsilon");
+    }
     return layer;
   }
   Fail(n.IsMap() ? n.begin()->first : n,
-       absl::StrCat("unknown layer '", kind, "' in ", where, " (expected dense or relu)"));
+       absl::StrCat("unknown layer '", kind, "' in ", where,
+                    " (expected dense, conv2d, max_pool, avg_pool, flatten, dropout, batch_norm, "
+                    "relu, tanh, sigmoid or gelu)"));
+}
+
+// One side of a conv2d or pooling output, as TF computes it.
+int64_t WindowOutput(int64_t in, int64_t window, int64_t stride, Padding padding) {
+  if (padding == Padding::kSame) return (in + stride - 1) / stride;
+  return in < window ? 0 : (in - window) / stride + 1;
+}
+
+// Fills every layer's input and output shapes, failing at the layer that
+// does not fit its input.
+void InferShapes(const YAML::Node& layers, ModelSpec* m) {
+  FeatureShape shape;
+  if (m->image.image) {
+    shape = m->image;
+  } else {
+    shape.channels = m->dense_inputs;
+    for (const CategoricalFeatureSpec& f : m->categorical) shape.channels += f.embedding_dim;
+  }
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    LayerSpec& layer = m->layers[i];
+    const YAML::Node at = layers[i];
+    const std::string where = absl::StrCat("model.layers[", i, "]");
+    layer.input = shape;
+    switch (layer.kind) {
+      case LayerSpec::Kind::kDense:
+        if (shape.image) {
+          Fail(at, absl::StrCat(where, ": dense needs a flat input, but its input is an image [",
+                                shape.height, ", ", shape.width, ", ", shape.channels,
+                                "]: add a flatten layer before it"));
+        }
+        shape.channels = layer.units;
+        break;
+      case LayerSpec::Kind::kConv2d:
+      case LayerSpec::Kind::kMaxPool:
+      case LayerSpec::Kind::kAvgPool: {
+        const bool conv = layer.kind == LayerSpec::Kind::kConv2d;
+        if (!shape.image) {
+          Fail(at, absl::StrCat(where, ": ", conv ? "conv2d" : "pooling",
+                                " needs an image input: set model.inputs.image: [H, W, C] and "
+                                "put it before any flatten or dense layer"));
+        }
+        FeatureShape out = shape;
+        out.height = WindowOutput(shape.height, layer.window_h, layer.stride_h, layer.padding);
+        out.width = WindowOutput(shape.width, layer.window_w, layer.stride_w, layer.padding);
+        if (conv) out.channels = layer.units;
+        if (out.height < 1 || out.width < 1) {
+          Fail(at, absl::StrCat(where, ": a ", layer.window_h, "x", layer.window_w,
+                                " window with padding valid does not fit its input of ",
+                                shape.height, "x", shape.width));
+        }
+        shape = out;
+        break;
+      }
+      case LayerSpec::Kind::kFlatten:
+        shape = FeatureShape{1, 1, shape.size(), false};
+        break;
+      default:  // activation, dropout, batch_norm keep the shape
+        break;
+    }
+    layer.output = shape;
+  }
 }
 
 CategoricalFeatureSpec ParseCategorical(const YAML::Node& n, int index) {
@@ -203,10 +361,34 @@ CategoricalFeatureSpec ParseCategorical(const YAML::Node& n, int index) {
 }
 
 void ParseModel(const YAML::Node& n, ModelSpec* m) {
-  CheckKeys(n, "model", {"inputs", "layers", "loss", "kernel_initializer", "bias_initializer"});
+  CheckKeys(n, "model",
+            {"inputs", "layers", "loss", "kernel_initializer", "bias_initializer", "l2"});
   YAML::Node inputs = Required(n, "inputs", "model");
-  CheckKeys(inputs, "model.inputs", {"dense", "categorical"});
+  CheckKeys(inputs, "model.inputs", {"dense", "image", "categorical"});
   if (inputs["dense"]) m->dense_inputs = Int(inputs["dense"], "model.inputs.dense", 0, JobLimits::kMaxDenseInputs);
+  if (YAML::Node image = inputs["image"]) {
+    if (!image.IsSequence() || image.size() != 3) {
+      Fail(image, "model.inputs.image must be [height, width, channels], e.g. [28, 28, 1]");
+    }
+    m->image.image = true;
+    m->image.height = Int(image[0], "model.inputs.image[0]", 1, JobLimits::kMaxDenseInputs);
+    m->image.width = Int(image[1], "model.inputs.image[1]", 1, JobLimits::kMaxDenseInputs);
+    m->image.channels = Int(image[2], "model.inputs.image[2]", 1, JobLimits::kMaxDenseInputs);
+    if (m->image.height * m->image.width > JobLimits::kMaxDenseInputs ||
+        m->image.size() > JobLimits::kMaxDenseInputs) {
+      Fail(image, absl::StrCat("model.inputs.image has more than ", JobLimits::kMaxDenseInputs,
+                               " values (the stated limit)"));
+    }
+    if (inputs["dense"] && m->dense_inputs != m->image.size()) {
+      Fail(inputs["dense"], absl::StrCat("model.inputs.dense is ", m->dense_inputs,
+                                         " but model.inputs.image holds ", m->image.size(),
+                                         " values (omit dense with image)"));
+    }
+    if (inputs["categorical"]) {
+      Fail(inputs["categorical"], "model.inputs.image cannot be combined with categorical inputs");
+    }
+    m->dense_inputs = m->image.size();
+  }
   if (YAML::Node cats = inputs["categorical"]) {
     if (!cats.IsSequence()) Fail(cats, "model.inputs.categorical must be a list of features");
     std::set<std::string> names;
@@ -228,13 +410,25 @@ void ParseModel(const YAML::Node& n, ModelSpec* m) {
   if (m->layers.back().kind != LayerSpec::Kind::kDense) {
     Fail(layers[layers.size() - 1], "the last layer must be dense (it produces the logits)");
   }
-  if (n["loss"]) {
-    m->loss = Str(n["loss"], "model.loss");
-    if (m->loss != "softmax_cross_entropy" && m->loss != "sigmoid_cross_entropy") {
-      Fail(n["loss"], absl::StrCat("unknown loss '", m->loss,
-                                   "' (expected softmax_cross_entropy or sigmoid_cross_entropy)"));
+  InferShapes(layers, m);
+  if (YAML::Node loss = n["loss"]) {
+    // `loss: NAME`, or `loss: {type: huber, delta: D}`. (Assigning one
+    // YAML::Node to another writes into the tree, so `type` is bound once.)
+    if (loss.IsMap()) CheckKeys(loss, "model.loss", {"type", "delta"});
+    const YAML::Node type = loss.IsMap() ? Required(loss, "type", "model.loss") : loss;
+    m->loss = Str(type, "model.loss");
+    if (m->loss != "softmax_cross_entropy" && m->loss != "sigmoid_cross_entropy" &&
+        m->loss != "mse" && m->loss != "huber") {
+      Fail(type, absl::StrCat("unknown loss '", m->loss,
+                              "' (expected softmax_cross_entropy, sigmoid_cross_entropy, mse or "
+                              "huber)"));
+    }
+    if (loss.IsMap() && loss["delta"]) {
+      if (m->loss != "huber") Fail(loss["delta"], "model.loss.delta applies to huber only");
+      m->huber_delta = Positive(loss["delta"], "model.loss.delta");
     }
   }
+  if (n["l2"]) m->l2 = ParseL2(n["l2"], "model.l2");
   const int64_t outputs = m->layers.back().units;
   if (m->loss == "sigmoid_cross_entropy" && outputs != 1) {
     Fail(layers[layers.size() - 1],
@@ -254,7 +448,144 @@ void ParseModel(const YAML::Node& n, ModelSpec* m) {
   }
 }
 
-void ParseOptimizer(const YAML::Node& n, OptimizerProto* o) {
+// optimizer.learning_rate: a number (a constant rate) or a schedule mapping
+// (README "Learning rate"): o->learning_rate is then the schedule's peak
+// and o->schedule the schedule, both before scale_with_replicas.
+void ParseLearningRate(const YAML::Node& n, OptimizerProto* o, bool* scale_with_replicas) {
+  const std::string where = "optimizer.learning_rate";
+  if (!n.IsMap()) {
+    o->set_learning_rate(Positive(n, where));
+    return;
+  }
+  CheckKeys(n, where,
+            {"initial", "warmup_steps", "warmup_from", "decay", "decay_steps", "decay_rate",
+             "staircase", "step_size", "boundaries", "values", "alpha", "final",
+             "scale_with_replicas"});
+  using P = LearningRateScheduleProto;
+  P s;
+  const std::string decay = n["decay"] ? Str(n["decay"], where + ".decay") : "constant";
+  // The keys each decay takes.
+  std::set<std::string> takes;
+  if (decay == "cosine") {
+    s.set_decay(P::COSINE);
+    takes = {"decay_steps", "alpha", "final"};
+  } else if (decay == "exponential") {
+    s.set_decay(P::EXPONENTIAL);
+    takes = {"decay_steps", "decay_rate", "staircase"};
+  } else if (decay == "step") {
+    takes = {"step_size", "decay_rate", "boundaries", "values"};
+  } else if (decay != "constant") {
+    Fail(n["decay"], absl::StrCat("unknown ", where, ".decay '", decay,
+                                  "' (expected constant, cosine, exponential or step)"));
+  }
+  for (const char* key : {"decay_steps", "decay_rate", "staircase", "step_size", "boundaries",
+                          "values", "alpha", "final"}) {
+    if (n[key] && !takes.count(key)) {
+      Fail(n[key], absl::StrCat(where, ": decay '", decay, "' has no option '", key, "'"));
+    }
+  }
+  auto steps = [&](const YAML::Node& v, const std::string& what, int64_t min_value) {
+    return Int(v, what, min_value, kMaxScheduleSteps);
+  };
+  auto rate = [&](const YAML::Node& v, const std::string& what) {
+    const double r = Num(v, what);
+    if (!(std::isfinite(r) && r > 0)) Fail(v, absl::StrCat(what, " must be > 0, got ", r));
+    return r;
+  };
+  auto decay_rate = [&]() {
+    const YAML::Node v = Required(n, "decay_rate", where);
+    const double r = Num(v, where + ".decay_rate");
+    if (!(r > 0 && r <= 1)) Fail(v, absl::StrCat(where, ".decay_rate must be in (0, 1], got ", r));
+    return r;
+  };
+  if (n["warmup_steps"]) s.set_warmup_steps(steps(n["warmup_steps"], where + ".warmup_steps", 0));
+  if (YAML::Node f = n["warmup_from"]) {
+    const double v = Num(f, where + ".warmup_from");
+    if (!(std::isfinite(v) && v >= 0)) Fail(f, absl::StrCat(where, ".warmup_from must be >= 0, got ", v));
+    if (s.warmup_steps() == 0) Fail(f, absl::StrCat(where, ".warmup_from needs warmup_steps > 0"));
+    s.set_warmup_from(v);
+  }
+  if (decay == "step" && (n["boundaries"] || n["values"])) {
+    // Keras' PiecewiseConstantDecay: absolute rates, the first the peak.
+    if (n["step_size"] || n["decay_rate"]) {
+      Fail(n, absl::StrCat(where, ": decay 'step' takes step_size and decay_rate, or boundaries "
+                                  "and values, not both"));
+    }
+    if (n["initial"]) {
+      Fail(n["initial"], absl::StrCat(where, ".initial is not used with values (the rate starts "
+                                             "at values[0])"));
+    }
+    const YAML::Node b = Required(n, "boundaries", where);
+    const YAML::Node v = Required(n, "values", where);
+    if (!b.IsSequence() || b.size() == 0 || b.size() > kMaxScheduleBoundaries) {
+      Fail(b, absl::StrCat(where, ".boundaries must be a list of 1 to ", kMaxScheduleBoundaries,
+                           " steps"));
+    }
+    if (!v.IsSequence() || v.size() != b.size() + 1) {
+      Fail(v, absl::StrCat(where, ".values must be a list of ", b.size() + 1,
+                           " rates (one more than boundaries)"));
+    }
+    for (size_t i = 0; i < b.size(); ++i) {
+      const std::string what = absl::StrCat(where, ".boundaries[", i, "]");
+      s.add_boundaries(steps(b[i], what, i == 0 ? 0 : s.boundaries(i - 1) + 1));
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      s.add_values(rate(v[i], absl::StrCat(where, ".values[", i, "]")));
+    }
+    s.set_decay(P::PIECEWISE_CONSTANT);
+    s.set_initial(s.values(0));
+  } else {
+    s.set_initial(rate(Required(n, "initial", where), where + ".initial"));
+  }
+  if (decay == "step" && s.decay() != P::PIECEWISE_CONSTANT) {
+    // Step decay: x decay_rate every step_size steps (ExponentialDecay with
+    // staircase).
+    s.set_decay(P::EXPONENTIAL);
+    s.set_staircase(true);
+    s.set_decay_steps(steps(Required(n, "step_size", where), where + ".step_size", 1));
+    s.set_decay_rate(decay_rate());
+  }
+  if (decay == "exponential") {
+    s.set_decay_steps(steps(Required(n, "decay_steps", where), where + ".decay_steps", 1));
+    s.set_decay_rate(decay_rate());
+    if (n["staircase"]) s.set_staircase(Bool(n["staircase"], where + ".staircase"));
+  }
+  if (decay == "cosine") {
+    s.set_decay_steps(steps(Required(n, "decay_steps", where), where + ".decay_steps", 1));
+    if (n["alpha"] && n["final"]) {
+      Fail(n["final"], absl::StrCat(where, ": give alpha (a fraction of initial) or final (a "
+                                           "rate), not both"));
+    }
+    if (YAML::Node a = n["alpha"]) {
+      const double v = Num(a, where + ".alpha");
+      if (!(v >= 0 && v <= 1)) Fail(a, absl::StrCat(where, ".alpha must be in [0, 1], got ", v));
+      s.set_alpha(v);
+    }
+    if (YAML::Node f = n["final"]) {
+      const double v = Num(f, where + ".final");
+      if (!(v >= 0 && v <= s.initial())) {
+        Fail(f, absl::StrCat(where, ".final must be in [0, initial (", s.initial(), ")], got ", v));
+      }
+      s.set_alpha(v / s.initial());
+    }
+  }
+  if (YAML::Node r = n["scale_with_replicas"]) {
+    const std::string v = Str(r, where + ".scale_with_replicas");
+    if (v == "linear") *scale_with_replicas = true;
+    else if (v != "none") Fail(r, absl::StrCat("unknown ", where, ".scale_with_replicas '", v, "' (expected none or linear)"));
+  }
+  if (o->type() == "ftrl" && !(s.decay() == P::CONSTANT && s.warmup_steps() == 0)) {
+    Fail(n, "optimizer 'ftrl' takes a constant learning_rate (its update divides by the rate)");
+  }
+  if (absl::Status st = ValidateLearningRateSchedule(s); !st.ok()) {
+    Fail(n, absl::StrCat("optimizer.", st.message()));
+  }
+  o->set_learning_rate(static_cast<float>(s.initial()));
+  // A constant rate needs no schedule on the wire.
+  if (s.decay() != P::CONSTANT || s.warmup_steps() > 0) *o->mutable_schedule() = s;
+}
+
+void ParseOptimizer(const YAML::Node& n, OptimizerProto* o, bool* scale_with_replicas) {
   CheckKeys(n, "optimizer", {"type", "learning_rate", "momentum", "nesterov",
                              "initial_accumulator_value", "beta1", "beta2", "epsilon",
                              "learning_rate_power", "l1", "l2", "beta"});
@@ -280,7 +611,7 @@ void ParseOptimizer(const YAML::Node& n, OptimizerProto* o) {
     }
     Fail(n[key], absl::StrCat("optimizer '", t, "' has no option '", key, "'"));
   };
-  if (n["learning_rate"]) o->set_learning_rate(Positive(n["learning_rate"], "optimizer.learning_rate"));
+  if (n["learning_rate"]) ParseLearningRate(n["learning_rate"], o, scale_with_replicas);
   if (only_for("momentum", {"momentum"})) {
     const double m = Num(n["momentum"], "optimizer.momentum");
     if (m < 0 || m >= 1) Fail(n["momentum"], "optimizer.momentum must be in [0, 1)");
@@ -450,10 +781,19 @@ PartitionerSpec ParsePartitioner(const YAML::Node& n) {
 }
 
 void ParseData(const YAML::Node& n, DataSpec* d) {
-  CheckKeys(n, "data", {"train", "eval", "per_replica_batch", "shuffle"});
+  CheckKeys(n, "data", {"train", "eval", "per_replica_batch", "global_batch", "shuffle"});
   ParseSource(Required(n, "train", "data"), "data.train", &d->train);
   ParseSource(Required(n, "eval", "data"), "data.eval", &d->eval);
   if (n["per_replica_batch"]) d->per_replica_batch = Int(n["per_replica_batch"], "data.per_replica_batch", 1, JobLimits::kMaxBatch);
+  if (YAML::Node g = n["global_batch"]) {
+    if (n["per_replica_batch"]) {
+      Fail(g, "data: give per_replica_batch or global_batch, not both (the other is derived: "
+              "global = per-replica x replicas)");
+    }
+    d->global_batch = Int(g, "data.global_batch", 1, JobLimits::kMaxGlobalBatch);
+    d->global_batch_given = true;
+    d->per_replica_batch = 0;  // ResolveReplicas derives it
+  }
   if (n["shuffle"]) d->shuffle = Bool(n["shuffle"], "data.shuffle");
 }
 
@@ -588,7 +928,9 @@ JobSpec ParseRoot(const YAML::Node& root) {
   ParseModel(Required(root, "model", "the job spec"), &spec.model);
   spec.model.kernel_initializer.set_seed(spec.seed);
   spec.model.bias_initializer.set_seed(spec.seed);
-  ParseOptimizer(Required(root, "optimizer", "the job spec"), &spec.optimizer);
+  ParseOptimizer(Required(root, "optimizer", "the job spec"), &spec.optimizer,
+                 &spec.scale_lr_with_replicas);
+  spec.base_optimizer = spec.optimizer;
   if (root["variable_partitioner"]) spec.partitioner = ParsePartitioner(root["variable_partitioner"]);
   ParseData(Required(root, "data", "the job spec"), &spec.data);
   CheckInputs(root, spec);
@@ -597,14 +939,24 @@ JobSpec ParseRoot(const YAML::Node& root) {
   if (root["fault_tolerance"]) ParseFaultTolerance(root["fault_tolerance"], &spec.fault_tolerance);
   // What a worker holds per layer for one batch. Each factor is bounded
   // above, so the product does not overflow.
-  const int64_t batch = spec.data.per_replica_batch;
-  int64_t width = spec.model.dense_inputs;
-  for (const CategoricalFeatureSpec& f : spec.model.categorical) width += f.embedding_dim;
+  // With global_batch given, the per-replica batch (known once the replicas
+  // are) is at most the global one, which is checked instead.
+  const int64_t batch =
+      spec.data.global_batch_given ? spec.data.global_batch : spec.data.per_replica_batch;
   for (size_t i = 0; i < spec.model.layers.size(); ++i) {
-    if (spec.model.layers[i].units > 0) width = spec.model.layers[i].units;
-    if (batch * width > JobLimits::kMaxActivationElements) {
+    const LayerSpec& layer = spec.model.layers[i];
+    // conv2d also holds its im2col patches: output positions x kernel x
+    // input channels (each factor bounded, so the product fits).
+    int64_t width = layer.output.size();
+    if (layer.kind == LayerSpec::Kind::kConv2d) {
+      width = std::max(width, layer.output.height * layer.output.width * layer.window_h *
+                                  layer.window_w * layer.input.channels);
+    }
+    if (width > JobLimits::kMaxActivationElements ||
+        batch * width > JobLimits::kMaxActivationElements) {
       Fail(root["data"]["per_replica_batch"] ? root["data"]["per_replica_batch"] : root["model"],
-           absl::StrCat("per_replica_batch ", batch, " x width ", width, " of layer ", i,
+           absl::StrCat(spec.data.global_batch_given ? "global_batch " : "per_replica_batch ",
+                        batch, " x width ", width, " of layer ", i,
                         " is ", batch * width, " activations, over the limit of ",
                         JobLimits::kMaxActivationElements, " (1 GiB of float32)"));
     }
@@ -672,6 +1024,44 @@ std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec) {
     }
   }
   return files;
+}
+
+int64_t ReplicasFor(const JobSpec& spec, int64_t workers) {
+  return spec.strategy == Strategy::kOneDevice ? 1 : workers;
+}
+
+absl::Status ResolveReplicas(int64_t replicas, JobSpec* spec) {
+  if (replicas < 1 || replicas > JobLimits::kMaxReplicas) {
+    return absl::InvalidArgumentError(absl::StrCat("a job runs on 1 to ", JobLimits::kMaxReplicas,
+                                                   " replicas, not ", replicas));
+  }
+  DataSpec& d = spec->data;
+  const char* what = spec->strategy == Strategy::kParameterServer ? " (one per worker)" : "";
+  if (d.global_batch_given) {
+    if (d.global_batch % replicas != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data.global_batch ", d.global_batch, " does not divide evenly by the job's ", replicas,
+          " replicas", what, ": give a multiple of ", replicas, ", or per_replica_batch"));
+    }
+    if (d.global_batch / replicas > JobLimits::kMaxBatch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data.global_batch ", d.global_batch, " over ", replicas, " replicas", what, " is ",
+          d.global_batch / replicas, " per replica, over the limit of ", JobLimits::kMaxBatch));
+    }
+    d.per_replica_batch = d.global_batch / replicas;
+  } else {
+    d.global_batch = d.per_replica_batch * replicas;
+  }
+  if (spec->scale_lr_with_replicas) {
+    // From the rates the YAML gave, so that resolving again does not scale twice.
+    OptimizerProto& o = spec->optimizer;
+    o = spec->base_optimizer;
+    const double factor = static_cast<double>(replicas);
+    o.set_learning_rate(static_cast<float>(o.learning_rate() * factor));
+    if (o.has_schedule()) *o.mutable_schedule() = ScaleLearningRateSchedule(o.schedule(), factor);
+  }
+  spec->replicas = replicas;
+  return absl::OkStatus();
 }
 
 const char* StrategyName(Strategy s) {

@@ -18,7 +18,13 @@ namespace pscluster {
 
 enum class Strategy { kParameterServer, kOneDevice };
 enum class DevicePreference { kAuto, kCpu, kCuda };
-enum class Activation { kNone, kRelu };
+// Activations of dense and conv2d layers (and bare activation layers):
+// relu, tanh, sigmoid, and gelu (the exact erf form, Keras' default).
+enum class Activation { kNone, kRelu, kTanh, kSigmoid, kGelu };
+// Padding of conv2d and pooling layers, as TF: kValid uses only whole
+// windows; kSame pads (zeros for conv, ignored for pooling) so that the
+// output is ceil(input / stride).
+enum class Padding { kValid, kSame };
 
 // The largest value each size in a job may take. ParseJobSpec refuses a job
 // past any of them (INVALID_ARGUMENT naming the field and the limit), so
@@ -28,6 +34,8 @@ enum class Activation { kNone, kRelu };
 // (coordinator/core/job_admission.h).
 struct JobLimits {
   static constexpr int64_t kMaxBatch = int64_t{1} << 16;             // per_replica_batch
+  static constexpr int64_t kMaxReplicas = int64_t{1} << 14;          // workers x devices
+  static constexpr int64_t kMaxGlobalBatch = kMaxBatch * kMaxReplicas;  // global_batch
   static constexpr int64_t kMaxUnits = int64_t{1} << 16;             // a dense layer's units
   static constexpr int64_t kMaxDenseInputs = int64_t{1} << 24;       // model.inputs.dense
   static constexpr int64_t kMaxVocab = int64_t{1} << 32;             // vocab_size, max_rows
@@ -48,13 +56,55 @@ struct JobLimits {
   // batch x units of any layer: the activations a worker holds for it
   // (2^28 floats = 1 GiB).
   static constexpr int64_t kMaxActivationElements = int64_t{1} << 28;
+  // conv2d kernels and strides, pooling windows (each side).
+  static constexpr int64_t kMaxWindow = 64;
 };
 
+// What one example of a layer's input or output is: an image [height,
+// width, channels] (row-major, channels last, as TF's NHWC), or a flat
+// vector of `channels` values (height = width = 1, image = false).
+struct FeatureShape {
+  int64_t height = 1;
+  int64_t width = 1;
+  int64_t channels = 0;
+  bool image = false;
+  int64_t size() const { return height * width * channels; }
+};
+
+// One layer of model.layers (README "Layers" has the YAML).
 struct LayerSpec {
-  enum class Kind { kDense, kRelu };
+  enum class Kind {
+    kDense,       // {units, activation, l2}: needs a flat input
+    kActivation,  // bare relu | tanh | sigmoid | gelu
+    kConv2d,      // {filters, kernel, stride, padding, activation, l2}: needs an image
+    kMaxPool,     // {pool, stride, padding}: needs an image
+    kAvgPool,     // same options as kMaxPool
+    kFlatten,     // image -> flat vector (a no-op on a flat input)
+    kDropout,     // {rate}: training only
+    kBatchNorm,   // {momentum, epsilon}: per channel (last axis)
+  };
   Kind kind = Kind::kDense;
-  int64_t units = 0;                        // kDense only
-  Activation activation = Activation::kNone;  // kDense only
+  int64_t units = 0;                          // kDense; kConv2d: filters
+  Activation activation = Activation::kNone;  // kDense, kConv2d, kActivation
+  // kConv2d kernel / pooling window, and their strides (pooling's default
+  // stride is its window, conv2d's is 1).
+  int64_t window_h = 1;
+  int64_t window_w = 1;
+  int64_t stride_h = 1;
+  int64_t stride_w = 1;
+  Padding padding = Padding::kValid;
+  double rate = 0;  // kDropout: the fraction of values zeroed, in [0, 1)
+  // kBatchNorm: moving = momentum * moving + (1 - momentum) * batch
+  // statistic (Keras' defaults).
+  float momentum = 0.99f;
+  float epsilon = 1e-3f;
+  // kDense, kConv2d: this kernel's L2 strength, overriding model.l2 when
+  // has_l2.
+  bool has_l2 = false;
+  float l2 = 0;
+  // Filled by ParseJobSpec from model.inputs and the layers before it.
+  FeatureShape input;
+  FeatureShape output;
 };
 
 enum class Combiner { kSum, kMean };
@@ -91,11 +141,26 @@ struct CategoricalFeatureSpec {
 struct ModelSpec {
   // Dense float inputs per example (may be 0 when categorical inputs exist).
   int64_t dense_inputs = 0;
+  // model.inputs.image: [H, W, C]: the dense inputs are one H x W x C image
+  // per example (row-major, channels last; an idx image of 28x28 pixels is
+  // [28, 28, 1]). image.image is false without it. Sets dense_inputs to
+  // H * W * C; not combined with categorical inputs.
+  FeatureShape image;
   std::vector<CategoricalFeatureSpec> categorical;
   std::vector<LayerSpec> layers;
   // softmax_cross_entropy (multi-class, accuracy) or sigmoid_cross_entropy
-  // (binary: the last layer has 1 unit; AUC and logloss).
+  // (binary: the last layer has 1 unit; AUC and logloss), or mse / huber
+  // between the last layer's outputs and the one-hot label (the 0/1 label
+  // itself with 1 output unit); accuracy by argmax (by output >= 0.5 with
+  // 1 unit).
   std::string loss = "softmax_cross_entropy";
+  // huber: quadratic for |error| <= delta, linear beyond (Keras' default 1).
+  float huber_delta = 1.0f;
+  // L2 regularization of every dense and conv2d kernel (not biases or batch
+  // norm): the loss adds l2 / 2 * sum(w^2), the gradient l2 * w (TF's
+  // l2_loss convention; Keras' L2(l) is this with l2 = 2 * l). The loss a
+  // job reports, train and eval, includes it. A layer's own l2 overrides it.
+  float l2 = 0;
   InitializerProto kernel_initializer;  // default glorot_uniform
   InitializerProto bias_initializer;    // default zeros
 };
@@ -143,7 +208,13 @@ struct DataSourceSpec {
 struct DataSpec {
   DataSourceSpec train;
   DataSourceSpec eval;
+  // The examples of one replica's step, and of one step of all replicas:
+  // global_batch = per_replica_batch x replicas (JobSpec::replicas). The
+  // YAML gives at most one of them (neither: per_replica_batch 64);
+  // ResolveReplicas derives the other. Until then the one not given is 0.
   int64_t per_replica_batch = 64;
+  int64_t global_batch = 0;
+  bool global_batch_given = false;
   bool shuffle = true;
 };
 
@@ -210,7 +281,33 @@ struct JobSpec {
   FaultToleranceSpec fault_tolerance;
   // The YAML this spec was parsed from; workers receive it verbatim.
   std::string yaml;
+  // optimizer.learning_rate as the YAML gives it: `optimizer` holds it
+  // (learning_rate, and a schedule when it is a mapping) scaled for the
+  // replicas by ResolveReplicas, this the unscaled one.
+  OptimizerProto base_optimizer;
+  // scale_with_replicas: linear: every rate from the peak on is multiplied
+  // by `replicas` (Goyal et al.'s linear scaling rule, with warmup).
+  bool scale_lr_with_replicas = false;
+  // The replicas the batches and learning rate were resolved for
+  // (ResolveReplicas); 0 until then.
+  int64_t replicas = 0;
 };
+
+// The replicas of a job run on `workers` workers: one per worker for
+// parameter_server (each worker trains on its own batch, as TF's
+// ParameterServerStrategy with one device per worker), 1 for one_device.
+int64_t ReplicasFor(const JobSpec& spec, int64_t workers);
+
+// Resolves the parts of `spec` that depend on the replica count: derives
+// per_replica_batch from data.global_batch (or global_batch from
+// per_replica_batch), and applies scale_with_replicas to `optimizer`. May be
+// called again with another count (it starts from what the YAML gave).
+// INVALID_ARGUMENT: replicas outside [1, JobLimits::kMaxReplicas]; a
+// global_batch that does not divide evenly by the replicas (the message
+// names both numbers) or gives a per-replica batch over
+// JobLimits::kMaxBatch; a layer's activations over
+// JobLimits::kMaxActivationElements at the per-replica batch.
+absl::Status ResolveReplicas(int64_t replicas, JobSpec* spec);
 
 // Parses and validates a job spec. `filename` only names the source in error
 // messages. Returns INVALID_ARGUMENT "filename:line:column: message" for

@@ -29,27 +29,43 @@ std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec) {
     *table.mutable_optimizer() = spec.optimizer;
     vars.push_back(std::move(table));
   }
-  int64_t fan_in = ModelInputWidth(spec.model);
-  int dense_index = 0;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape,
+                 const InitializerProto& init, const OptimizerProto& optimizer) {
+    VariableSpecProto v;
+    v.set_name(name);
+    v.set_dtype(DT_FLOAT32);
+    for (int64_t d : shape) v.add_shape(d);
+    *v.mutable_initializer() = init;
+    *v.mutable_optimizer() = optimizer;
+    vars.push_back(std::move(v));
+  };
+  int dense_index = 0, conv_index = 0, norm_index = 0;
   for (const LayerSpec& layer : spec.model.layers) {
-    if (layer.kind != LayerSpec::Kind::kDense) continue;
-    const std::string prefix = absl::StrCat("dense_", dense_index++);
-    VariableSpecProto kernel;
-    kernel.set_name(prefix + "/kernel");
-    kernel.set_dtype(DT_FLOAT32);
-    kernel.add_shape(fan_in);
-    kernel.add_shape(layer.units);
-    *kernel.mutable_initializer() = spec.model.kernel_initializer;
-    *kernel.mutable_optimizer() = spec.optimizer;
-    VariableSpecProto bias;
-    bias.set_name(prefix + "/bias");
-    bias.set_dtype(DT_FLOAT32);
-    bias.add_shape(layer.units);
-    *bias.mutable_initializer() = spec.model.bias_initializer;
-    *bias.mutable_optimizer() = spec.optimizer;
-    vars.push_back(std::move(kernel));
-    vars.push_back(std::move(bias));
-    fan_in = layer.units;
+    if (layer.kind == LayerSpec::Kind::kDense) {
+      const std::string prefix = absl::StrCat("dense_", dense_index++);
+      add(prefix + "/kernel", {layer.input.size(), layer.units}, spec.model.kernel_initializer,
+          spec.optimizer);
+      add(prefix + "/bias", {layer.units}, spec.model.bias_initializer, spec.optimizer);
+    } else if (layer.kind == LayerSpec::Kind::kConv2d) {
+      const std::string prefix = absl::StrCat("conv2d_", conv_index++);
+      add(prefix + "/kernel", {layer.window_h, layer.window_w, layer.input.channels, layer.units},
+          spec.model.kernel_initializer, spec.optimizer);
+      add(prefix + "/bias", {layer.units}, spec.model.bias_initializer, spec.optimizer);
+    } else if (layer.kind == LayerSpec::Kind::kBatchNorm) {
+      const std::string prefix = absl::StrCat("batch_norm_", norm_index++);
+      const int64_t c = layer.input.channels;
+      InitializerProto ones, zeros;
+      ones.set_type("ones");
+      zeros.set_type("zeros");
+      OptimizerProto average;
+      average.set_type("moving_average");
+      average.set_learning_rate(1.0f);
+      average.set_momentum(layer.momentum);
+      add(prefix + "/gamma", {c}, ones, spec.optimizer);
+      add(prefix + "/beta", {c}, zeros, spec.optimizer);
+      add(prefix + "/moving_mean", {c}, zeros, average);
+      add(prefix + "/moving_variance", {c}, ones, average);
+    }
   }
   return vars;
 }

@@ -21,9 +21,23 @@ namespace pscluster {
 // The logical variables, in creation order (as Keras builds the model):
 // first one embedding table per categorical feature, "embedding/<feature>" —
 // a DENSE [vocab_size, dim] variable for a fixed vocabulary, or a HASH_TABLE
-// whose shape is the row shape [dim] — then, for dense layer i,
-// "dense_<i>/kernel" [fan_in, units] and "dense_<i>/bias" [units]. Each
-// carries its initializer and the job's optimizer.
+// whose shape is the row shape [dim] — then, layer by layer:
+//  - dense layer i: "dense_<i>/kernel" [fan_in, units], "dense_<i>/bias"
+//    [units];
+//  - conv2d layer i: "conv2d_<i>/kernel" [kernel_h, kernel_w, in_channels,
+//    filters] (as Keras; row-major it is the [patch, filters] matrix that
+//    multiplies im2col patches ordered (row, column, channel)), and
+//    "conv2d_<i>/bias" [filters];
+//  - batch_norm layer i over C channels: "batch_norm_<i>/gamma" (ones) and
+//    "/beta" (zeros), trained by the job's optimizer, and the non-trainable
+//    "/moving_mean" (zeros) and "/moving_variance" (ones), whose optimizer is
+//    {type: moving_average, momentum: the layer's momentum}: a worker pushes
+//    the batch's mean and (biased) variance in their place and the PS folds
+//    them in, w = momentum * w + (1 - momentum) * batch_stat, under the
+//    variable's lock. So every push, even from a stale pull, is one EMA step
+//    of the current value, and the exactly-once key of the push makes a
+//    retried step fold in once.
+// Kernels and biases carry the model's initializers and the job's optimizer.
 std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec);
 
 // Width of the first dense layer's input: dense inputs plus every

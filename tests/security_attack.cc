@@ -207,12 +207,18 @@ grpc::Status Attack(const std::string& attack, const std::string& target) {
     return ps->CreateVariables(Context().get(), OneVariable(job, int64_t{1} << 28), &r);
   }
   if (attack == "ps_oversized") {  // a push far above the message limit
+    // Connect first (the handshake must not race 300 MiB of serialisation
+    // on a loaded machine), then allow the transfer time.
+    StatsResponse stats;
+    if (grpc::Status s = ps->Stats(Context().get(), StatsRequest(), &stats); !s.ok()) return s;
     VariableStats v;
     v.set_name("w");
     v.add_shape((int64_t{300} << 20) / 4);
     PushRequest push = GradientOf(job, v, 0.0f);
     PushResponse r;
-    return ps->Push(Context().get(), push, &r);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, std::chrono::seconds(120));
+    return ps->Push(&ctx, push, &r);
   }
   auto coordinator = Coordinator::NewStub(channel);
   if (attack == "coordinator_list") {

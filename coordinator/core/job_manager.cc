@@ -156,6 +156,13 @@ absl::StatusOr<int> JobManager::Recover() {
       order_.push_back(id);
       continue;
     }
+    if (absl::Status s =
+            ResolveReplicas(ReplicasFor(*spec, static_cast<int64_t>(workers_.size())), &*spec);
+        !s.ok()) {
+      spdlog::warn("job {}: its spec does not fit this cluster ({}); not resumed", id,
+                   s.ToString());
+      continue;
+    }
     JobRunnerOptions options = options_;
     options.resume = true;
     QueueLocked(id, *std::move(spec), options);
@@ -174,6 +181,10 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
         absl::StrCat("a coordinator runs strategy: parameter_server jobs; strategy: ",
                      StrategyName(spec.strategy), " runs in one process with `psctl local`"));
   }
+  // The global batch and a learning rate scaled with the replicas depend on
+  // this cluster's workers.
+  RETURN_IF_ERROR(
+      ResolveReplicas(ReplicasFor(spec, static_cast<int64_t>(workers_.size())), &spec));
   RETURN_IF_ERROR(AdmitJob(spec, static_cast<int>(ps_.size()), options_.ps_memory_limit_bytes));
   RETURN_IF_ERROR(AdmitJobPaths(spec, options_.checkpoint_root, options_.data_roots));
   absl::MutexLock lock(&mu_);

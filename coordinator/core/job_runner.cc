@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/lr_schedule.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
 #include "common/update_lease.h"
@@ -21,6 +22,18 @@ namespace pscluster {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// `spec` resolved for the replicas of `workers` workers (common/job_spec.h)
+// unless it already is; left unresolved (replicas 0) if it cannot be, which
+// Run reports.
+JobSpec Resolved(JobSpec spec, size_t workers) {
+  if (spec.replicas > 0) return spec;
+  JobSpec resolved = spec;
+  if (ResolveReplicas(ReplicasFor(spec, static_cast<int64_t>(workers)), &resolved).ok()) {
+    return resolved;
+  }
+  return spec;
+}
 
 int64_t StepsFor(int64_t size, int64_t closure_examples, int64_t batch) {
   const int64_t full = size / closure_examples;
@@ -37,7 +50,7 @@ int64_t ClosureId(ClosureMode mode, int64_t epoch, int64_t split) {
 JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps,
                      std::vector<WorkerClient*> workers, JobRunnerOptions options)
     : job_id_(std::move(job_id)),
-      spec_(std::move(spec)),
+      spec_(Resolved(std::move(spec), workers.size())),
       job_key_(options.lease_secret.empty() ? std::string()
                                             : DeriveJobKey(options.lease_secret, job_id_)),
       ps_(std::move(ps)),
@@ -73,6 +86,10 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
   status_.set_name(spec_.name);
   status_.set_state(QUEUED);
   status_.set_total_epochs(spec_.train.epochs);
+  status_.set_per_replica_batch(spec_.data.per_replica_batch);
+  status_.set_global_batch(spec_.data.global_batch);
+  status_.set_replicas(spec_.replicas);
+  status_.set_learning_rate(DescribeLearningRate(spec_.optimizer));
   start_ = absl::Now();
   status_.set_submitted_unix_s(absl::ToDoubleSeconds(start_ - absl::UnixEpoch()));
   last_checkpoint_time_ = start_;
@@ -185,6 +202,7 @@ void JobRunner::Log(const JobLogRecord& record, bool sync) {
 absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_examples) {
   setup_request_.set_job_id(job_id_);
   setup_request_.set_spec_yaml(spec_.yaml);
+  setup_request_.set_replicas(static_cast<int32_t>(spec_.replicas));
   for (const std::string& a : options_.ps_addresses) setup_request_.add_ps_addresses(a);
   for (const auto& p : plan_.placement) *setup_request_.add_placement() = p;
 
@@ -465,6 +483,13 @@ absl::Status JobRunner::Run() {
   if (options_.metrics != nullptr) options_.metrics->JobStarted(!checkpoint_dir_.empty());
   if (ps_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no PS task"));
   if (workers_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no worker"));
+  if (spec_.replicas == 0) {
+    // The batch or learning rate cannot be resolved for this cluster.
+    JobSpec spec = spec_;
+    absl::Status s = ResolveReplicas(ReplicasFor(spec, static_cast<int64_t>(workers_.size())), &spec);
+    Update([](JobStatusProto* st) { st->set_invalid_input(true); });
+    return Finish(s.ok() ? absl::InternalError("the job spec was not resolved") : s);
+  }
   if (options_.health != nullptr) {
     // Every task must answer first, workers included (a rollout may still
     // be starting them); one that never does is named.

@@ -2,6 +2,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/lr_schedule.h"
 #include "coordinator/core/job_runner.h"
 
 namespace pscluster {
@@ -25,6 +26,10 @@ absl::StatusOr<DescribeJobResponse> JobRunner::Describe() const {
   }
   DescribeJobResponse out;
   out.set_job_id(job_id_);
+  out.set_per_replica_batch(spec_.data.per_replica_batch);
+  out.set_global_batch(spec_.data.global_batch);
+  out.set_replicas(spec_.replicas);
+  out.set_learning_rate(DescribeLearningRate(spec_.optimizer));
   // What each PS holds, by concrete (shard) name.
   std::map<std::string, VariableStats> held;
   for (size_t p = 0; p < ps_.size(); ++p) {

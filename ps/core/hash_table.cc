@@ -161,7 +161,7 @@ int64_t HashTable::Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out)
 }
 
 int64_t HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
-                                  absl::Span<const float> grads) {
+                                  absl::Span<const float> grads, int64_t global_step) {
   const int64_t dim = options_.dim;
   absl::MutexLock lock(&mu_);
   const size_t rows_before = ids_.size();
@@ -175,7 +175,7 @@ int64_t HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
   auto flush = [&] {
     if (pending.empty()) return;
     for (size_t k = 0; k < slots_.size(); ++k) slot_data[k] = slots_[k].data();
-    options_.optimizer->ApplyRows(step, dim, pending,
+    options_.optimizer->ApplyRowsAt(global_step, step, dim, pending,
                                   grads.subspan(first * dim, pending.size() * dim), values_.data(),
                                   slot_data);
     first += pending.size();

@@ -115,11 +115,14 @@ class HashTable {
 
   // Applies one gradient with the optimizer: row i of `grads` updates the row
   // of ids[i] (created first if missing) and its slots; no other row changes.
-  // `step` is the variable's 1-based update count (Adam's bias correction).
-  // Returns the rows added, as Lookup.
+  // `step` is the variable's 1-based update count (Adam's bias correction);
+  // `global_step`, the job's step this update belongs to, picks the
+  // learning rate of a schedule (Optimizer::ApplyRowsAt; -1: the configured
+  // rate). Returns the rows added, as Lookup.
   // REQUIRES: ids are distinct; grads.size() == ids.size() * dim.
   int64_t ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
-                         absl::Span<const float> grads) ABSL_LOCKS_EXCLUDED(mu_);
+                         absl::Span<const float> grads, int64_t global_step = -1)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // True if `id` has a resident row. Touches nothing.
   bool Contains(uint64_t id) const ABSL_LOCKS_EXCLUDED(mu_);

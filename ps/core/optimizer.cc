@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/lr_schedule.h"
+#include "common/status_macros.h"
 #include "ps/core/optimizer_kernels.h"
 
 namespace pscluster {
@@ -35,73 +37,84 @@ void ForEachRow(int64_t dim, absl::Span<const int64_t> rows, absl::Span<const fl
   }
 }
 
-class Sgd : public Optimizer {
+// An optimizer whose update is scaled by a learning rate, which a
+// schedule may vary per update: ApplyRows applies at the configured rate,
+// ApplyRowsAtRate at the one given.
+class RateOptimizer : public Optimizer {
  public:
-  explicit Sgd(float lr) : lr_(lr) {}
-  std::vector<std::string> SlotNames() const override { return {}; }
-  void ApplyRows(int64_t, int64_t dim, absl::Span<const int64_t> rows,
+  explicit RateOptimizer(float lr) : lr_(lr) {}
+  void ApplyRows(int64_t step, int64_t dim, absl::Span<const int64_t> rows,
                  absl::Span<const float> grads, float* w,
-                 absl::Span<float* const> slots) const override {
-    ForEachRow(dim, rows, grads, w, slots,
-               [&](const float* g, int64_t off) { kernels::SgdUpdate(lr_, g, w + off, dim); });
+                 absl::Span<float* const> slots) const final {
+    ApplyRowsAtRate(lr_, step, dim, rows, grads, w, slots);
   }
 
  private:
   const float lr_;
 };
 
-class Momentum : public Optimizer {
+class Sgd : public RateOptimizer {
+ public:
+  explicit Sgd(float lr) : RateOptimizer(lr) {}
+  std::vector<std::string> SlotNames() const override { return {}; }
+  void ApplyRowsAtRate(float lr, int64_t, int64_t dim, absl::Span<const int64_t> rows,
+                       absl::Span<const float> grads, float* w,
+                       absl::Span<float* const> slots) const override {
+    ForEachRow(dim, rows, grads, w, slots,
+               [&](const float* g, int64_t off) { kernels::SgdUpdate(lr, g, w + off, dim); });
+  }
+};
+
+class Momentum : public RateOptimizer {
  public:
   Momentum(float lr, float momentum, bool nesterov)
-      : lr_(lr), momentum_(momentum), nesterov_(nesterov) {}
+      : RateOptimizer(lr), momentum_(momentum), nesterov_(nesterov) {}
   std::vector<std::string> SlotNames() const override { return {"momentum"}; }
-  void ApplyRows(int64_t, int64_t dim, absl::Span<const int64_t> rows,
-                 absl::Span<const float> grads, float* w,
-                 absl::Span<float* const> slots) const override {
+  void ApplyRowsAtRate(float lr, int64_t, int64_t dim, absl::Span<const int64_t> rows,
+                       absl::Span<const float> grads, float* w,
+                       absl::Span<float* const> slots) const override {
     ForEachRow(dim, rows, grads, w, slots, [&](const float* g, int64_t off) {
-      kernels::MomentumUpdate(lr_, momentum_, nesterov_, g, slots[0] + off, w + off, dim);
+      kernels::MomentumUpdate(lr, momentum_, nesterov_, g, slots[0] + off, w + off, dim);
     });
   }
 
  private:
-  const float lr_;
   const float momentum_;
   const bool nesterov_;
 };
 
-class Adagrad : public Optimizer {
+class Adagrad : public RateOptimizer {
  public:
   Adagrad(float lr, float initial_accumulator, float epsilon)
-      : lr_(lr), initial_accumulator_(initial_accumulator), epsilon_(epsilon) {}
+      : RateOptimizer(lr), initial_accumulator_(initial_accumulator), epsilon_(epsilon) {}
   std::vector<std::string> SlotNames() const override { return {"accumulator"}; }
   float SlotInitialValue(int) const override { return initial_accumulator_; }
-  void ApplyRows(int64_t, int64_t dim, absl::Span<const int64_t> rows,
-                 absl::Span<const float> grads, float* w,
-                 absl::Span<float* const> slots) const override {
+  void ApplyRowsAtRate(float lr, int64_t, int64_t dim, absl::Span<const int64_t> rows,
+                       absl::Span<const float> grads, float* w,
+                       absl::Span<float* const> slots) const override {
     ForEachRow(dim, rows, grads, w, slots, [&](const float* g, int64_t off) {
-      kernels::AdagradUpdate(lr_, epsilon_, g, slots[0] + off, w + off, dim);
+      kernels::AdagradUpdate(lr, epsilon_, g, slots[0] + off, w + off, dim);
     });
   }
 
  private:
-  const float lr_;
   const float initial_accumulator_;
   const float epsilon_;
 };
 
-class Adam : public Optimizer {
+class Adam : public RateOptimizer {
  public:
   Adam(float lr, float beta1, float beta2, float epsilon)
-      : lr_(lr), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+      : RateOptimizer(lr), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
   std::vector<std::string> SlotNames() const override { return {"m", "v"}; }
-  void ApplyRows(int64_t step, int64_t dim, absl::Span<const int64_t> rows,
-                 absl::Span<const float> grads, float* w,
-                 absl::Span<float* const> slots) const override {
+  void ApplyRowsAtRate(float lr, int64_t step, int64_t dim, absl::Span<const int64_t> rows,
+                       absl::Span<const float> grads, float* w,
+                       absl::Span<float* const> slots) const override {
     // Bias correction in double: 1 - beta^t loses precision in float. On a
     // sparse update `step` is the variable's update count, not the row's (as
     // in TF's lazy Adam).
     const double t = static_cast<double>(step);
-    const float lr_t = static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(double{beta2_}, t)) /
+    const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(double{beta2_}, t)) /
                                           (1.0 - std::pow(double{beta1_}, t)));
     ForEachRow(dim, rows, grads, w, slots, [&](const float* g, int64_t off) {
       kernels::AdamUpdate(lr_t, beta1_, beta2_, epsilon_, g, slots[0] + off, slots[1] + off,
@@ -110,7 +123,6 @@ class Adam : public Optimizer {
   }
 
  private:
-  const float lr_;
   const float beta1_;
   const float beta2_;
   const float epsilon_;
@@ -144,6 +156,28 @@ class Ftrl : public Optimizer {
   const float l1_;
   const float adjusted_l2_;
   const float initial_accumulator_;
+};
+
+// Not a gradient step: the "gradient" is a batch statistic g, and the
+// variable becomes its exponential moving average, w = momentum * w +
+// (1 - momentum) * g, applied here under the variable's lock so that
+// concurrent pushes each fold in their own batch (batch norm's moving mean
+// and variance, common/model_variables.h). learning_rate is ignored.
+class MovingAverage : public Optimizer {
+ public:
+  explicit MovingAverage(float momentum) : momentum_(momentum) {}
+  std::vector<std::string> SlotNames() const override { return {}; }
+  void ApplyRows(int64_t, int64_t dim, absl::Span<const int64_t> rows,
+                 absl::Span<const float> grads, float* w,
+                 absl::Span<float* const> slots) const override {
+    ForEachRow(dim, rows, grads, w, slots, [&](const float* g, int64_t off) {
+      float* row = w + off;
+      for (int64_t i = 0; i < dim; ++i) row[i] = momentum_ * row[i] + (1.0f - momentum_) * g[i];
+    });
+  }
+
+ private:
+  const float momentum_;
 };
 
 absl::Status CheckRange(const std::string& type, const char* field, float value, bool ok,
@@ -194,7 +228,57 @@ void Optimizer::Apply(int64_t step, absl::Span<const float> grad, absl::Span<flo
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerProto& p) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateUnscheduled(p));
+  if (p.has_schedule()) {
+    const std::string& t = p.type();
+    if (t != "sgd" && t != "momentum" && t != "adagrad" && t != "adam") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer ", t, ": a learning-rate schedule needs sgd, momentum, adagrad or adam"));
+    }
+    if (absl::Status s = ValidateLearningRateSchedule(p.schedule()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer ", t, ": ", s.message()));
+    }
+    optimizer->schedule_ = p.schedule();
+  }
+  return optimizer;
+}
+
+float Optimizer::LearningRateAt(int64_t global_step) const {
+  if (!schedule_.has_value() || global_step < 0) return -1.0f;
+  return static_cast<float>(pscluster::LearningRateAt(*schedule_, global_step));
+}
+
+void Optimizer::ApplyRowsAt(int64_t global_step, int64_t step, int64_t dim,
+                            absl::Span<const int64_t> rows, absl::Span<const float> grads,
+                            float* weights, absl::Span<float* const> slots) const {
+  const float rate = LearningRateAt(global_step);
+  if (rate >= 0) {
+    ApplyRowsAtRate(rate, step, dim, rows, grads, weights, slots);
+  } else {
+    ApplyRows(step, dim, rows, grads, weights, slots);
+  }
+}
+
+void Optimizer::ApplyAt(int64_t global_step, int64_t step, absl::Span<const float> grad,
+                        absl::Span<float> weights, OptimizerSlots* slots) const {
+  std::vector<float*> slot_data;
+  slot_data.reserve(slots->size());
+  for (std::vector<float>& slot : *slots) slot_data.push_back(slot.data());
+  const int64_t row = 0;
+  ApplyRowsAt(global_step, step, static_cast<int64_t>(weights.size()),
+              absl::MakeConstSpan(&row, 1), grad, weights.data(), slot_data);
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::CreateUnscheduled(const OptimizerProto& p) {
   const std::string& t = p.type();
+  if (t == "moving_average") {
+    if (absl::Status s =
+            CheckRange(t, "momentum", p.momentum(), InUnitInterval(p.momentum()), "in [0, 1)");
+        !s.ok()) {
+      return s;
+    }
+    return std::make_unique<MovingAverage>(p.momentum());
+  }
   if (t != "sgd" && t != "momentum" && t != "adagrad" && t != "adam" && t != "ftrl") {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown optimizer '", t, "' (expected sgd, momentum, adagrad, adam or ftrl)"));

@@ -1,5 +1,8 @@
 // Optimizers the parameter server applies when a gradient arrives: sgd,
-// momentum, adagrad, adam and ftrl, with Keras/TF update rules.
+// momentum, adagrad, adam and ftrl, with Keras/TF update rules; and
+// moving_average (w = momentum * w + (1 - momentum) * g), the update of
+// non-trainable statistics such as batch norm's moving mean and variance,
+// which a job's `optimizer:` cannot name.
 //
 // An Optimizer is an immutable, validated configuration; it holds no
 // per-variable state, so one instance may serve many variables and is
@@ -18,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +40,9 @@ class Optimizer {
   // field for an unknown type, learning_rate not > 0, momentum, beta1 or
   // beta2 outside [0, 1), initial_accumulator_value < 0, (adagrad, adam)
   // epsilon not > 0, or (ftrl) learning_rate_power > 0 or l1, l2 or beta < 0.
-  // Unused fields are ignored.
+  // Unused fields are ignored. With a learning-rate schedule
+  // (OptimizerProto.schedule), also INVALID_ARGUMENT for an invalid schedule
+  // (common/lr_schedule.h) or one given to ftrl or moving_average.
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerProto& proto);
 
   virtual ~Optimizer() = default;
@@ -69,6 +75,36 @@ class Optimizer {
   // that size; no concurrent Apply on the same weights or slots.
   void Apply(int64_t step, absl::Span<const float> grad, absl::Span<float> weights,
              OptimizerSlots* slots) const;
+
+  // ApplyRows / Apply for the update of the job's 0-based `global_step`
+  // (UpdateKey.global_step): at the schedule's rate for that step when the
+  // optimizer has a schedule and global_step >= 0, else at the configured
+  // learning_rate. The same REQUIRES as ApplyRows / Apply.
+  void ApplyRowsAt(int64_t global_step, int64_t step, int64_t dim, absl::Span<const int64_t> rows,
+                   absl::Span<const float> grads, float* weights,
+                   absl::Span<float* const> slots) const;
+  void ApplyAt(int64_t global_step, int64_t step, absl::Span<const float> grad,
+               absl::Span<float> weights, OptimizerSlots* slots) const;
+
+  // The schedule's rate at `global_step`; -1 without a schedule or for a
+  // negative step (then updates use the configured learning_rate).
+  float LearningRateAt(int64_t global_step) const;
+
+ protected:
+  // ApplyRows at `learning_rate` instead of the configured rate. Optimizers
+  // whose update scales with a rate override it; Create gives a schedule to
+  // no other, so the default (ApplyRows, the rate ignored) is never asked
+  // for another rate.
+  virtual void ApplyRowsAtRate(float /*learning_rate*/, int64_t step, int64_t dim,
+                               absl::Span<const int64_t> rows, absl::Span<const float> grads,
+                               float* weights, absl::Span<float* const> slots) const {
+    ApplyRows(step, dim, rows, grads, weights, slots);
+  }
+
+ private:
+  static absl::StatusOr<std::unique_ptr<Optimizer>> CreateUnscheduled(const OptimizerProto& proto);
+
+  std::optional<LearningRateScheduleProto> schedule_;
 };
 
 }  // namespace pscluster

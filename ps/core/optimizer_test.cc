@@ -248,5 +248,21 @@ TEST(OptimizerTest, RejectsBadConfig) {
   }
 }
 
+// Batch norm's moving statistics: each push folds a batch statistic into
+// the current value, w = m * w + (1 - m) * g, whatever the learning rate.
+TEST(OptimizerTest, MovingAverageFoldsInEachPush) {
+  OptimizerProto p = Proto("moving_average", 1.0f);
+  p.set_momentum(0.9f);
+  const auto w = RunSteps(p, {1.0f, 0.0f}, {{3.0f, -2.0f}, {3.0f, -2.0f}});
+  EXPECT_NEAR(w[0][0], 0.9f * 1.0f + 0.1f * 3.0f, kTol);
+  EXPECT_NEAR(w[0][1], -0.2f, kTol);
+  EXPECT_NEAR(w[1][0], 0.9f * 1.2f + 0.1f * 3.0f, kTol);
+  auto opt = Optimizer::Create(p);
+  ASSERT_TRUE(opt.ok());
+  EXPECT_TRUE((*opt)->SlotNames().empty());
+  p.set_momentum(1.0f);
+  EXPECT_EQ(Optimizer::Create(p).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace pscluster

@@ -421,6 +421,17 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
         absl::StrCat("update key of closure ", request.update().closure_id(), ": step ",
                      request.update().step(), " is negative"));
   }
+  if (request.has_update() && request.update().has_global_step() &&
+      request.update().global_step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update key of closure ", request.update().closure_id(), ": global_step ",
+                     request.update().global_step(), " is negative"));
+  }
+  // The job's step this push belongs to, for learning-rate schedules; -1:
+  // none given (the configured rate).
+  const int64_t global_step = request.has_update() && request.update().has_global_step()
+                                  ? request.update().global_step()
+                                  : -1;
   // Check every gradient before applying any.
   std::vector<std::pair<Variable*, absl::Span<const float>>> updates;
   updates.reserve(request.gradients_size());
@@ -520,19 +531,21 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
   for (auto& [var, grad] : updates) {
     absl::MutexLock lock(&var->mu);
     ++var->updates;
-    var->optimizer->Apply(var->updates, grad, absl::MakeSpan(var->values), &var->slots);
+    var->optimizer->ApplyAt(global_step, var->updates, grad, absl::MakeSpan(var->values),
+                            &var->slots);
   }
   for (auto& [r, grad] : sparse) {
     Variable* var = r.var;
     absl::MutexLock lock(&var->mu);
     const int64_t step = ++var->updates;
     if (var->is_table()) {
-      new_rows.Used(*var->table, var->table->ApplyGradients(step, r.ids, grad));
+      new_rows.Used(*var->table, var->table->ApplyGradients(step, r.ids, grad, global_step));
       continue;
     }
     std::vector<float*> slots;
     for (std::vector<float>& slot : var->slots) slots.push_back(slot.data());
-    var->optimizer->ApplyRows(step, var->row_width, r.rows, grad, var->values.data(), slots);
+    var->optimizer->ApplyRowsAt(global_step, step, var->row_width, r.rows, grad,
+                                var->values.data(), slots);
   }
   const int64_t applied = static_cast<int64_t>(updates.size() + sparse.size());
   applied_updates_.fetch_add(applied, std::memory_order_relaxed);

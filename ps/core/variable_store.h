@@ -120,7 +120,9 @@ class VariableStore {
 
   // Applies each gradient, whole (gradients) or by row (sparse), with its
   // variable's optimizer; a sparse gradient changes only its rows and their
-  // slots. Each gradient counts as one update of its variable. All gradients
+  // slots. Each gradient counts as one update of its variable, at the rate
+  // of its optimizer's learning-rate schedule for the update key's
+  // global_step when both exist, else at the configured learning_rate. All gradients
   // are checked first; if any is bad, none is applied and, with an
   // `update` key, the key is not recorded. With an `update` key that was
   // applied before, nothing is applied and response->duplicate is set; of
@@ -131,7 +133,7 @@ class VariableStore {
   //   gradient for a hash table; a sparse gradient for a variable that is not
   //   rank-2 DENSE or HASH_TABLE, with ids not a multiple of 8 bytes, a
   //   repeated id (named), (DENSE) an id outside [0, rows), or rows not
-  //   [n, dim]; an update key with step < 0; a dense gradient or sparse
+  //   [n, dim]; an update key with step < 0 or global_step < 0; a dense gradient or sparse
   //   gradient rows holding a NaN or Inf (the message names the job, the
   //   variable and the first bad element's index; counted in
   //   pscluster_ps_rejected_pushes_total{reason="non_finite"}).

@@ -1,7 +1,10 @@
 // A conformance suite every Backend must pass: GEMM against a naive triple
 // loop (all transpose combinations, odd sizes, alpha/beta), AddBias, Relu,
 // ReluGrad, BiasGrad and SoftmaxCrossEntropy against hand-computed values and
-// finite differences.
+// finite differences; and (backend_conformance_nn.cc) the conv-net ops:
+// activations, regression losses, im2col/col2im, pooling, dropout and batch
+// norm against direct definitions, adjoint identities and finite
+// differences.
 //
 // Use it from a backend's test by instantiating the parameterised suite:
 //

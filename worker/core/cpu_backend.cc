@@ -1,4 +1,5 @@
-// CPU implementation of Backend; see cpu_backend.h.
+// CPU implementation of Backend; see cpu_backend.h. GEMM and the dense-layer
+// ops are here; the conv-net ops are in cpu_kernels.cc.
 #include "worker/core/cpu_backend.h"
 
 #include <cblas.h>
@@ -7,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+
+#include "worker/core/cpu_kernels.h"
 
 namespace pscluster {
 namespace {
@@ -116,6 +119,55 @@ class CpuBackend : public Backend {
     }
     *loss_sum = total;
     *correct = hits;
+  }
+
+  // The conv-net ops: loops in cpu_kernels.cc.
+  void Activate(ActivationFn f, int64_t n, const float* x, float* y) override {
+    cpu::Activate(f, n, x, y);
+  }
+  void ActivateGrad(ActivationFn f, int64_t n, const float* x, const float* y,
+                    float* dy) override {
+    cpu::ActivateGrad(f, n, x, y, dy);
+  }
+  void RegressionLoss(RegressionLossFn f, float delta, int64_t rows, int64_t cols,
+                      const float* outputs, const int32_t* labels, float* grad, double* loss_sum,
+                      int64_t* correct) override {
+    cpu::RegressionLoss(f, delta, rows, cols, outputs, labels, grad, loss_sum, correct);
+  }
+  void Im2Col(const Window2d& g, const float* x, float* cols) override { cpu::Im2Col(g, x, cols); }
+  void Col2Im(const Window2d& g, const float* cols, float* dx) override {
+    cpu::Col2Im(g, cols, dx);
+  }
+  void MaxPool(const Window2d& g, const float* x, float* y, int32_t* argmax) override {
+    cpu::MaxPool(g, x, y, argmax);
+  }
+  void MaxPoolGrad(const Window2d& g, const float* dy, const int32_t* argmax,
+                   float* dx) override {
+    cpu::MaxPoolGrad(g, dy, argmax, dx);
+  }
+  void AvgPool(const Window2d& g, const float* x, float* y) override { cpu::AvgPool(g, x, y); }
+  void AvgPoolGrad(const Window2d& g, const float* dy, float* dx) override {
+    cpu::AvgPoolGrad(g, dy, dx);
+  }
+  void Dropout(int64_t n, float rate, uint64_t seed, const float* x, float* y,
+               float* mask) override {
+    cpu::Dropout(n, rate, seed, x, y, mask);
+  }
+  void Multiply(int64_t n, const float* a, float* y) override { cpu::Multiply(n, a, y); }
+  void BatchNormTrain(int64_t rows, int64_t channels, const float* x, const float* gamma,
+                      const float* beta, float epsilon, float* y, float* xhat, float* mean,
+                      float* var, float* inv_std) override {
+    cpu::BatchNormTrain(rows, channels, x, gamma, beta, epsilon, y, xhat, mean, var, inv_std);
+  }
+  void BatchNormInfer(int64_t rows, int64_t channels, const float* x, const float* gamma,
+                      const float* beta, const float* mean, const float* var, float epsilon,
+                      float* y) override {
+    cpu::BatchNormInfer(rows, channels, x, gamma, beta, mean, var, epsilon, y);
+  }
+  void BatchNormGrad(int64_t rows, int64_t channels, const float* xhat, const float* gamma,
+                     const float* inv_std, const float* dy, float* dx, float* dgamma,
+                     float* dbeta) override {
+    cpu::BatchNormGrad(rows, channels, xhat, gamma, inv_std, dy, dx, dgamma, dbeta);
   }
 };
 

@@ -1,4 +1,5 @@
-// The CPU Backend: OpenBLAS sgemm for Gemm, plain loops for the rest.
+// The CPU Backend: OpenBLAS sgemm for Gemm (and so for conv2d, as im2col +
+// Gemm), plain loops for the rest (cpu_kernels.h).
 //
 // Thread-safety: the returned object holds no state, but like every Backend
 // it is meant to be used by one thread at a time.

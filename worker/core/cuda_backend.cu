@@ -11,6 +11,7 @@
 
 #include "worker/core/backend.h"
 #include "worker/core/cuda_backend.h"
+#include "worker/core/cuda_nn_kernels.cuh"
 
 namespace pscluster {
 namespace {
@@ -321,7 +322,268 @@ class CudaBackend : public Backend {
     *correct = hits;
   }
 
+  // --- Conv-net ops (kernels in cuda_nn_kernels.cuh); each copies in,
+  // launches, copies out and synchronizes, as the ops above.
+
+  void Activate(ActivationFn f, int64_t n, const float* x, float* y) override {
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_x = buf_[0].Get<float>(n);
+    ToDevice(d_x, x, n);
+    cuda_nn::ActivateKernel<<<Blocks(n), kThreads, 0, stream_>>>(f, n, d_x, d_x);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(y, d_x, n);
+    Sync();
+  }
+
+  void ActivateGrad(ActivationFn f, int64_t n, const float* x, const float* y,
+                    float* dy) override {
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_x = nullptr;
+    if (f == ActivationFn::kGelu) {
+      d_x = buf_[0].Get<float>(n);
+      ToDevice(d_x, x, n);
+    }
+    float* d_y = buf_[1].Get<float>(n);
+    float* d_dy = buf_[2].Get<float>(n);
+    if (f != ActivationFn::kGelu) ToDevice(d_y, y, n);
+    ToDevice(d_dy, dy, n);
+    cuda_nn::ActivateGradKernel<<<Blocks(n), kThreads, 0, stream_>>>(f, n, d_x, d_y, d_dy);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(dy, d_dy, n);
+    Sync();
+  }
+
+  void RegressionLoss(RegressionLossFn f, float delta, int64_t rows, int64_t cols,
+                      const float* outputs, const int32_t* labels, float* grad, double* loss_sum,
+                      int64_t* correct) override {
+    *loss_sum = 0.0;
+    *correct = 0;
+    if (rows == 0) return;
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool bad = cols == 1 ? (labels[r] != 0 && labels[r] != 1)
+                                 : (labels[r] < 0 || labels[r] >= cols);
+      if (bad) {
+        std::fprintf(stderr, "CudaBackend::RegressionLoss: label %d of row %lld is invalid\n",
+                     labels[r], static_cast<long long>(r));
+        std::abort();
+      }
+    }
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_out = buf_[0].Get<float>(rows * cols);
+    int32_t* d_labels = buf_[1].Get<int32_t>(rows);
+    float* d_grad = grad != nullptr ? buf_[2].Get<float>(rows * cols) : nullptr;
+    double* d_loss = buf_[3].Get<double>(rows);
+    int32_t* d_correct = buf_[4].Get<int32_t>(rows);
+    ToDevice(d_out, outputs, rows * cols);
+    ToDevice(d_labels, labels, rows);
+    cuda_nn::RegressionLossKernel<<<Blocks(rows), kThreads, 0, stream_>>>(
+        f, delta, rows, cols, d_out, d_labels, d_grad, d_loss, d_correct);
+    PS_CUDA_CHECK(cudaGetLastError());
+    row_loss_.resize(static_cast<size_t>(rows));
+    row_correct_.resize(static_cast<size_t>(rows));
+    ToHost(row_loss_.data(), d_loss, rows);
+    ToHost(row_correct_.data(), d_correct, rows);
+    if (grad != nullptr) ToHost(grad, d_grad, rows * cols);
+    Sync();
+    double total = 0.0;
+    int64_t hits = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      total += row_loss_[r];
+      hits += row_correct_[r];
+    }
+    *loss_sum = total;
+    *correct = hits;
+  }
+
+  void Im2Col(const Window2d& g, const float* x, float* cols) override {
+    const int64_t in = g.batch * g.height * g.width * g.channels;
+    const int64_t out = g.patches() * g.patch_size();
+    if (out == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_x = buf_[0].Get<float>(in);
+    float* d_cols = buf_[1].Get<float>(out);
+    ToDevice(d_x, x, in);
+    cuda_nn::Im2ColKernel<<<Blocks(out), kThreads, 0, stream_>>>(g, d_x, d_cols);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(cols, d_cols, out);
+    Sync();
+  }
+
+  void Col2Im(const Window2d& g, const float* cols, float* dx) override {
+    const int64_t in = g.batch * g.height * g.width * g.channels;
+    if (in == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    const int64_t n_cols = g.patches() * g.patch_size();
+    float* d_cols = buf_[0].Get<float>(n_cols);
+    float* d_dx = buf_[1].Get<float>(in);
+    ToDevice(d_cols, cols, n_cols);
+    cuda_nn::Col2ImKernel<<<Blocks(in), kThreads, 0, stream_>>>(g, d_cols, d_dx);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(dx, d_dx, in);
+    Sync();
+  }
+
+  void MaxPool(const Window2d& g, const float* x, float* y, int32_t* argmax) override {
+    Pool(true, g, x, y, argmax);
+  }
+  void AvgPool(const Window2d& g, const float* x, float* y) override {
+    Pool(false, g, x, y, nullptr);
+  }
+  void MaxPoolGrad(const Window2d& g, const float* dy, const int32_t* argmax,
+                   float* dx) override {
+    PoolGrad(true, g, dy, argmax, dx);
+  }
+  void AvgPoolGrad(const Window2d& g, const float* dy, float* dx) override {
+    PoolGrad(false, g, dy, nullptr, dx);
+  }
+
+  void Dropout(int64_t n, float rate, uint64_t seed, const float* x, float* y,
+               float* mask) override {
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_x = buf_[0].Get<float>(n);
+    float* d_y = buf_[1].Get<float>(n);
+    float* d_mask = buf_[2].Get<float>(n);
+    ToDevice(d_x, x, n);
+    cuda_nn::DropoutKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, rate, seed, d_x, d_y, d_mask);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(y, d_y, n);
+    ToHost(mask, d_mask, n);
+    Sync();
+  }
+
+  void Multiply(int64_t n, const float* a, float* y) override {
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_a = buf_[0].Get<float>(n);
+    float* d_y = buf_[1].Get<float>(n);
+    ToDevice(d_a, a, n);
+    ToDevice(d_y, y, n);
+    cuda_nn::MultiplyKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, d_a, d_y);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(y, d_y, n);
+    Sync();
+  }
+
+  void BatchNormTrain(int64_t rows, int64_t channels, const float* x, const float* gamma,
+                      const float* beta, float epsilon, float* y, float* xhat, float* mean,
+                      float* var, float* inv_std) override {
+    const int64_t n = rows * channels;
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_x = buf_[0].Get<float>(n);
+    float* d_y = buf_[1].Get<float>(n);
+    float* d_xhat = buf_[2].Get<float>(n);
+    float* d_stats = buf_[3].Get<float>(5 * channels);  // gamma beta mean var inv_std
+    float* d_gamma = d_stats;
+    float* d_beta = d_stats + channels;
+    float* d_mean = d_stats + 2 * channels;
+    float* d_var = d_stats + 3 * channels;
+    float* d_inv = d_stats + 4 * channels;
+    ToDevice(d_x, x, n);
+    ToDevice(d_gamma, gamma, channels);
+    ToDevice(d_beta, beta, channels);
+    cuda_nn::BatchStatsKernel<<<Blocks(channels), kThreads, 0, stream_>>>(
+        rows, channels, d_x, epsilon, d_mean, d_var, d_inv);
+    PS_CUDA_CHECK(cudaGetLastError());
+    cuda_nn::NormalizeKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+        rows, channels, d_x, d_gamma, d_beta, d_mean, d_inv, d_y, d_xhat);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(y, d_y, n);
+    ToHost(xhat, d_xhat, n);
+    ToHost(mean, d_mean, channels);
+    ToHost(var, d_var, channels);
+    ToHost(inv_std, d_inv, channels);
+    Sync();
+  }
+
+  void BatchNormInfer(int64_t rows, int64_t channels, const float* x, const float* gamma,
+                      const float* beta, const float* mean, const float* var, float epsilon,
+                      float* y) override {
+    const int64_t n = rows * channels;
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_x = buf_[0].Get<float>(n);
+    float* d_y = buf_[1].Get<float>(n);
+    float* d_stats = buf_[3].Get<float>(5 * channels);  // gamma beta mean var inv_std
+    ToDevice(d_x, x, n);
+    ToDevice(d_stats, gamma, channels);
+    ToDevice(d_stats + channels, beta, channels);
+    ToDevice(d_stats + 2 * channels, mean, channels);
+    ToDevice(d_stats + 3 * channels, var, channels);
+    cuda_nn::InvStdKernel<<<Blocks(channels), kThreads, 0, stream_>>>(
+        channels, d_stats + 3 * channels, epsilon, d_stats + 4 * channels);
+    PS_CUDA_CHECK(cudaGetLastError());
+    cuda_nn::NormalizeKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+        rows, channels, d_x, d_stats, d_stats + channels, d_stats + 2 * channels,
+        d_stats + 4 * channels, d_y, nullptr);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(y, d_y, n);
+    Sync();
+  }
+
+  void BatchNormGrad(int64_t rows, int64_t channels, const float* xhat, const float* gamma,
+                     const float* inv_std, const float* dy, float* dx, float* dgamma,
+                     float* dbeta) override {
+    const int64_t n = rows * channels;
+    if (n == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_xhat = buf_[0].Get<float>(n);
+    float* d_dy = buf_[1].Get<float>(n);
+    float* d_dx = buf_[2].Get<float>(n);
+    float* d_stats = buf_[3].Get<float>(4 * channels);  // gamma inv_std dgamma dbeta
+    ToDevice(d_xhat, xhat, n);
+    ToDevice(d_dy, dy, n);
+    ToDevice(d_stats, gamma, channels);
+    ToDevice(d_stats + channels, inv_std, channels);
+    cuda_nn::BatchNormReduceKernel<<<Blocks(channels), kThreads, 0, stream_>>>(
+        rows, channels, d_xhat, d_dy, d_stats + 2 * channels, d_stats + 3 * channels);
+    PS_CUDA_CHECK(cudaGetLastError());
+    cuda_nn::BatchNormInputGradKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+        rows, channels, d_xhat, d_stats, d_stats + channels, d_dy, d_stats + 2 * channels,
+        d_stats + 3 * channels, d_dx);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(dx, d_dx, n);
+    ToHost(dgamma, d_stats + 2 * channels, channels);
+    ToHost(dbeta, d_stats + 3 * channels, channels);
+    Sync();
+  }
+
  private:
+  void Pool(bool max, const Window2d& g, const float* x, float* y, int32_t* argmax) {
+    const int64_t in = g.batch * g.height * g.width * g.channels;
+    const int64_t out = g.patches() * g.channels;
+    if (out == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_x = buf_[0].Get<float>(in);
+    float* d_y = buf_[1].Get<float>(out);
+    int32_t* d_arg = max ? buf_[2].Get<int32_t>(out) : nullptr;
+    ToDevice(d_x, x, in);
+    cuda_nn::PoolKernel<<<Blocks(out), kThreads, 0, stream_>>>(max, g, d_x, d_y, d_arg);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(y, d_y, out);
+    if (max) ToHost(argmax, d_arg, out);
+    Sync();
+  }
+
+  void PoolGrad(bool max, const Window2d& g, const float* dy, const int32_t* argmax, float* dx) {
+    const int64_t in = g.batch * g.height * g.width * g.channels;
+    const int64_t out = g.patches() * g.channels;
+    if (in == 0) return;
+    PS_CUDA_CHECK(cudaSetDevice(device_));
+    float* d_dy = buf_[0].Get<float>(out);
+    int32_t* d_arg = max ? buf_[1].Get<int32_t>(out) : nullptr;
+    float* d_dx = buf_[2].Get<float>(in);
+    ToDevice(d_dy, dy, out);
+    if (max) ToDevice(d_arg, argmax, out);
+    cuda_nn::PoolGradKernel<<<Blocks(in), kThreads, 0, stream_>>>(max, g, d_dy, d_arg, d_dx);
+    PS_CUDA_CHECK(cudaGetLastError());
+    ToHost(dx, d_dx, in);
+    Sync();
+  }
+
   template <typename T>
   void ToDevice(T* dst, const T* src, int64_t count) {
     if (count == 0) return;

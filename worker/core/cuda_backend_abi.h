@@ -15,7 +15,7 @@
 
 #include "worker/core/backend.h"
 
-inline constexpr int kPsclusterCudaBackendAbiVersion = 1;
+inline constexpr int kPsclusterCudaBackendAbiVersion = 2;
 inline constexpr char kPsclusterCudaBackendAbiVersionSymbol[] = "PsclusterCudaBackendAbiVersion";
 inline constexpr char kPsclusterCreateCudaBackendSymbol[] = "PsclusterCreateCudaBackend";
 

@@ -2,9 +2,19 @@
 // on a Backend.
 //
 // The input of the first layer is [dense x | one combined embedding per
-// categorical feature, in spec order]; Dense layers (with optional fused ReLU)
-// and bare ReLUs follow; the loss is softmax cross-entropy (multi-class) or
-// sigmoid cross-entropy (binary, one output unit).
+// categorical feature, in spec order], or, with model.inputs.image, the dense
+// x as NHWC images. The layers (common/job_spec.h LayerSpec) are dense and
+// conv2d (im2col + GEMM, with a fused activation), max/avg pooling, flatten,
+// bare activations (relu, tanh, sigmoid, gelu), dropout (training only) and
+// batch norm. The loss is softmax cross-entropy (multi-class), sigmoid
+// cross-entropy (binary, one output unit), or mse / huber against the
+// one-hot label; model.l2 adds l2 / 2 * sum(w^2) of the kernels to it.
+//
+// Batch norm: a training step normalizes with the batch's statistics and
+// returns, as the "gradients" of the layer's moving_mean and
+// moving_variance, the batch mean and (biased) variance, which the PS folds
+// into its moving averages (common/model_variables.h); evaluation
+// normalizes with the pulled moving statistics.
 //
 // The model holds no parameters. A step takes the dense variables pulled from
 // the PS (`params`: one tensor per ModelVariables() entry, in that order; the
@@ -47,7 +57,14 @@ struct ModelBatch {
   std::vector<int32_t> y;  // [size]: a class index, or 0/1 for sigmoid
   // One per ModelSpec::categorical feature, in spec order.
   std::vector<FeatureRows> features;
+  // Training only: seeds the dropout masks. The same seed gives the same
+  // masks, so the trainer passes StepSeed(job seed, global step) and a
+  // retried closure repeats its steps exactly.
+  uint64_t seed = 0;
 };
+
+// The dropout seed of one training step.
+uint64_t StepSeed(uint64_t job_seed, int64_t global_step);
 
 struct StepResult {
   int64_t examples = 0;
@@ -60,19 +77,28 @@ struct StepResult {
   std::vector<int64_t> negative_histogram;
 };
 
-// Per-step buffers, reused across steps to avoid reallocation.
+// Per-step buffers, reused across steps to avoid reallocation. Entries of
+// the per-op vectors are empty for ops that do not use them.
 struct ModelScratch {
   std::vector<float> input;  // [batch, input_width] when embeddings exist
   std::vector<std::vector<float>> activations;  // output of each op
+  std::vector<std::vector<float>> pre;          // fused gelu: its input
+  std::vector<std::vector<float>> cols;         // conv2d: im2col patches
+  std::vector<std::vector<int32_t>> argmax;     // max_pool
+  std::vector<std::vector<float>> mask;         // dropout
+  std::vector<std::vector<float>> xhat;         // batch_norm: normalized input
+  std::vector<std::vector<float>> stats;        // batch_norm: mean | var | inv_std
   std::vector<float> logits_grad;
   std::vector<float> grad_a;
   std::vector<float> grad_b;
+  std::vector<float> grad_cols;
 };
 
 class Model {
  public:
   // INVALID_ARGUMENT if the spec's model cannot be built: an unknown loss,
-  // or sigmoid_cross_entropy without a 1-unit last layer.
+  // sigmoid_cross_entropy without a 1-unit last layer, or layers whose
+  // shapes (filled by ParseJobSpec) do not chain.
   static absl::StatusOr<std::unique_ptr<Model>> Create(const JobSpec& spec);
 
   const std::vector<VariableSpecProto>& variables() const { return variables_; }
@@ -88,9 +114,11 @@ class Model {
 
   // Forward + backward on `batch`. `rows[f]` is [unique_f, embedding_dim(f)]
   // for feature f. Resizes `grads` to match `params` and fills the dense
-  // variables' entries with d(mean loss)/dparam (embedding entries are left
-  // empty); resizes `row_grads` to one [unique_f, dim] tensor per feature,
-  // summed over every use of each unique row.
+  // variables' entries with d(mean loss)/dparam (batch norm's moving
+  // statistics get the batch's statistics instead; embedding entries are
+  // left empty); resizes `row_grads` to one [unique_f, dim] tensor per
+  // feature, summed over every use of each unique row. Dropout masks come
+  // from batch.seed.
   // REQUIRES: dense params match variables() in shape; rows.size() ==
   // num_features(); batch.features[f].index within rows[f]; labels valid.
   void TrainStep(Backend* backend, const std::vector<Tensor>& params, const ModelBatch& batch,
@@ -105,30 +133,46 @@ class Model {
                 StepResult* result) const;
 
  private:
-  // One op of the network: a dense layer (with optional fused ReLU) or a ReLU.
+  // One op of the network: one layer of the spec.
   struct Op {
-    bool dense = true;
-    bool relu = false;
-    int kernel = -1;  // index into params
+    LayerSpec::Kind kind = LayerSpec::Kind::kDense;
+    bool has_act = false;  // dense/conv2d: a fused activation; kActivation: true
+    ActivationFn act = ActivationFn::kRelu;
+    // Indices into params (-1: none).
+    int kernel = -1;
     int bias = -1;
-    int64_t in = 0;
-    int64_t out = 0;
+    int gamma = -1;
+    int beta = -1;
+    int moving_mean = -1;
+    int moving_var = -1;
+    int64_t in = 0;   // input elements per example
+    int64_t out = 0;  // output elements per example
+    Window2d window;  // conv2d and pooling; batch set per step
+    int64_t channels = 0;  // batch_norm: the normalized (last) axis
+    float rate = 0;        // dropout
+    float epsilon = 0;     // batch_norm
+    float l2 = 0;          // dense/conv2d kernel
   };
   struct Feature {
     int64_t dim = 0;
     bool mean = false;
     int64_t column = 0;  // first column of its embedding in the input
   };
+  enum class LossKind { kSoftmax, kSigmoid, kMse, kHuber };
 
   Model() = default;
   // Fills the input [x | embeddings] and runs the ops; scratch->activations[i]
-  // holds op i's output. Returns the logits [batch, outputs_].
+  // holds op i's output. Returns the logits [batch, outputs_]. `training`
+  // turns on dropout and batch statistics.
   const float* Forward(Backend* backend, const std::vector<Tensor>& params,
-                       const ModelBatch& batch, const std::vector<Tensor>& rows,
+                       const ModelBatch& batch, const std::vector<Tensor>& rows, bool training,
                        ModelScratch* scratch) const;
   // The loss on `logits`; `logits_grad` may be null.
   void Loss(Backend* backend, const float* logits, const ModelBatch& batch, float* logits_grad,
             StepResult* result) const;
+  // l2 / 2 * sum(w^2) over the regularized kernels; with `grads`, adds
+  // l2 * w to each kernel's gradient.
+  double L2Penalty(const std::vector<Tensor>& params, std::vector<Tensor>* grads) const;
 
   std::vector<VariableSpecProto> variables_;
   std::vector<Op> ops_;
@@ -137,6 +181,8 @@ class Model {
   int64_t input_width_ = 0;  // dense inputs + every embedding_dim
   int64_t outputs_ = 0;      // width of the last layer
   int64_t num_classes_ = 0;
+  LossKind loss_ = LossKind::kSoftmax;
+  float huber_delta_ = 1.0f;
   bool sigmoid_ = false;
 };
 

@@ -132,7 +132,7 @@ absl::Status Trainer::Pull(Context* ctx) {
 }
 
 absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64_t step_index,
-                           bool with_next_pull) {
+                           int64_t global_step, bool with_next_pull) {
   ctx->pushed.resize(ps_.size());
   if (with_next_pull) ctx->pulled.resize(ps_.size());
   // Every PS's push is started before any is waited for: the PS apply them
@@ -155,6 +155,8 @@ absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64
     UpdateKey* key = push.mutable_update();
     key->set_closure_id(closure.closure_id());
     key->set_step(step_index);
+    // Picks the learning rate of a schedule on the PS; the same for a retry.
+    key->set_global_step(global_step);
     key->set_lease(closure.lease());
     key->set_lease_steps(closure.lease_steps());
     calls[p] = ps_[p]->StartPush(push, &ctx->pushed[p]);
@@ -250,9 +252,13 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
     t0 = absl::Now();
     StepResult step;
     // The step's 0-based number in the job's training order (every epoch
-    // has ceil(examples / batch) steps), to name it in errors.
+    // has ceil(examples / batch) steps), to name it in errors and to pick
+    // its learning rate on the PS (UpdateKey.global_step).
     const int64_t global_step = split.epoch() * ((train_.count + batch - 1) / batch) + b / batch;
     if (train) {
+      // Dropout masks depend only on (seed, global step): a retried closure
+      // pushes the same gradients.
+      ctx->batch.seed = StepSeed(spec_.seed, global_step);
       model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
                         &ctx->grads, &ctx->row_grads, &step);
       // A diverged model: its gradients are not pushed.
@@ -273,7 +279,8 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
       }
       compute += SecondsSince(t0);
       const absl::Time t1 = absl::Now();
-      status = Push(ctx.get(), request, (b - split.begin()) / batch, pulled_with_push);
+      status = Push(ctx.get(), request, (b - split.begin()) / batch, global_step,
+                    pulled_with_push);
       push += SecondsSince(t1);
       if (absl::IsInvalidArgument(status) && absl::StrContains(status.message(), "non-finite")) {
         // The PS refused a NaN or Inf gradient (ps/core/variable_store.h):

@@ -62,7 +62,9 @@ class Trainer {
   // step's gradients are not pushed; an evaluation names its examples), or a
   // push the PS refused as non-finite ("non-finite gradient at global step
   // N ..."). Global steps count from 0 over the job's training order, every
-  // epoch having ceil(train examples / per_replica_batch) of them. EVAL of a sigmoid model also returns the probability
+  // epoch having ceil(train examples / per_replica_batch) of them; each push
+  // carries its step's (UpdateKey.global_step), which picks the step's
+  // learning rate when the job has a schedule (a retry sends the same). EVAL of a sigmoid model also returns the probability
   // histograms (kAucBuckets each). NOOP returns OK at once with an empty
   // response, touching neither data nor PS.
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response);
@@ -97,12 +99,13 @@ class Trainer {
   // dense variables into ctx->rows / ctx->params.
   absl::Status Pull(Context* ctx);
   // One push per PS with the step's gradients (built by the caller with
-  // BuildPush), keyed (closure's id, step_index) with the closure's lease. If
+  // BuildPush), keyed (closure's id, step_index) with the closure's lease and
+  // the step's `global_step` (for learning-rate schedules). If
   // `with_next_pull`, each push also carries ctx->step.pull (the next step's,
   // already planned), and its answers are read into ctx->params / ctx->rows
   // as Pull does.
   absl::Status Push(Context* ctx, const RunClosureRequest& closure, int64_t step_index,
-                    bool with_next_pull);
+                    int64_t global_step, bool with_next_pull);
   // Copies examples order[begin, end) into the context's batch buffers and
   // dedupes each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,

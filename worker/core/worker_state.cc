@@ -1,5 +1,7 @@
 #include "worker/core/worker_state.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/job_paths.h"
 #include "common/job_spec.h"
@@ -23,6 +25,13 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
   }
   if (request.job_id().empty()) return absl::InvalidArgumentError("SetupJob needs a job_id");
   ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(request.spec_yaml(), request.job_id() + ".yaml"));
+  // The batch of this worker's steps depends on the job's replicas when the
+  // spec gives data.global_batch.
+  if (request.replicas() <= 0 && spec.data.global_batch_given) {
+    return absl::InvalidArgumentError(
+        "SetupJob: the job gives data.global_batch but the request names no replicas");
+  }
+  RETURN_IF_ERROR(ResolveReplicas(std::max<int64_t>(1, request.replicas()), &spec));
   if (data_roots_.has_value()) RETURN_IF_ERROR(CheckDataFiles(spec, *data_roots_));
   std::vector<std::unique_ptr<PsClient>> ps;
   for (const std::string& address : request.ps_addresses()) ps.push_back(ps_client_factory_(address));
