@@ -35,7 +35,13 @@ void CheckWithin(int64_t value, int64_t min, int64_t max, const char* what) {
 }
 
 void CheckLimits(const JobSpec& spec) {
-  CheckWithin(spec.data.per_replica_batch, 1, JobLimits::kMaxBatch, "per_replica_batch");
+  // With data.global_batch the per-replica batch is derived later, from the
+  // replica count (ResolveReplicas); until then it is 0.
+  if (spec.data.global_batch_given) {
+    CheckWithin(spec.data.global_batch, 1, JobLimits::kMaxGlobalBatch, "global_batch");
+  } else {
+    CheckWithin(spec.data.per_replica_batch, 1, JobLimits::kMaxBatch, "per_replica_batch");
+  }
   CheckWithin(spec.model.dense_inputs, 0, JobLimits::kMaxDenseInputs, "model.inputs.dense");
   CheckWithin(spec.train.epochs, 1, JobLimits::kMaxEpochs, "train.epochs");
   CheckWithin(spec.train.steps_per_closure, 1, JobLimits::kMaxStepsPerClosure,
