@@ -1,6 +1,7 @@
 #include "bench/bench_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -55,11 +56,15 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
+std::string JsonNumber(double x) {
+  return std::isfinite(x) ? absl::StrFormat("%.6g", x) : "null";
+}
+
 std::string JsonNumbers(const std::vector<double>& v) {
   return absl::StrCat("[",
                       absl::StrJoin(v, ", ",
                                     [](std::string* out, double x) {
-                                      absl::StrAppend(out, absl::StrFormat("%.6g", x));
+                                      absl::StrAppend(out, JsonNumber(x));
                                     }),
                       "]");
 }

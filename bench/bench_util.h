@@ -30,7 +30,11 @@ std::string UtcNow();
 // `s` as a JSON string literal, quotes included.
 std::string JsonString(const std::string& s);
 
-// `v` as a JSON array of numbers with 6 significant digits.
+// `x` with 6 significant digits, or null if it is not finite (NaN marks a
+// path that was not measured; JSON has no NaN).
+std::string JsonNumber(double x);
+
+// `v` as a JSON array of numbers with 6 significant digits (JsonNumber).
 std::string JsonNumbers(const std::vector<double>& v);
 
 }  // namespace bench

@@ -6,28 +6,34 @@
 //   naive gRPC  - a bare unary Echo(bytes) service, nothing tuned;
 //   pscluster   - VariableStore + ParameterServerService + GrpcPsClient, the
 //                 fused push+pull (PushRequest.pull) a worker sends each step;
-//   pscluster two calls - the same with Push, then Pull: two RPCs.
+//   pscluster two calls - the same with Push, then Pull: two RPCs;
+//   pscluster striped - (with --stripes=K > 1) each PS's shard as K
+//                 variables pushed+pulled at once over K connections: an
+//                 upper bound for striping one tensor over K channels;
+//   ps-lite     - (with --pslite_bench) ps-lite's ZPush+ZPull and ZPushPull
+//                 with a dense SGD server, as child processes
+//                 (bench/pslite/), measured between the other paths.
 // Each path sends N bytes and gets N bytes back per round trip, so its
 // throughput is 2N / round-trip time (1 GB = 1e9 B).
 //
 // Cluster shapes (--clusters=PxW): P servers of each path and W worker
 // threads running at once, each with its own connections to all P servers.
 // A variable of N bytes is split into P shards of N/P bytes, one per server;
-// a worker's round trip sends each server its shard and gets it back, one
-// server after the other (as a worker's step does). All paths use the same
-// connections and bytes, so 1x1 is the single-connection comparison and PxW
-// shows what the paths do under a cluster's concurrency.
+// a worker's round trip sends each server its shard and gets it back. raw
+// TCP, pscluster and ps-lite send to all servers at once before waiting for
+// any (as a worker's step does: worker/core/trainer.cc); naive gRPC and
+// pscluster two calls go server after server. All paths use the same
+// bytes, so 1x1 is the single-connection comparison and PxW shows what the
+// paths do under a cluster's concurrency.
 //
 // Points are interleaved (repeat -> shape -> size -> path) and each cell is
 // the median over repeats, so slow drift of a noisy machine hits all paths
 // alike.
 //
-// All servers run in threads of this process on loopback; see README.md.
-// Exit codes: 0 on success, 1 if a server cannot start or a call fails,
+// All servers but ps-lite's run in threads of this process on loopback; the
+// servers, connections and round trips are in bench/data_plane_cluster.h;
+// see README.md. Exit codes: 0 on success, 1 if a server cannot start or a call fails,
 // 2 for invalid flags.
-#include <prometheus/registry.h>
-#include <sys/time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -48,19 +54,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "bench/bench.grpc.pb.h"
 #include "bench/bench_util.h"
-#include "bench/tcp_ping_pong.h"
-#include "common/tensor.h"
-#include "protos/ps.pb.h"
-#include "ps/core/job_stores.h"
-#include "ps/core/variable_store.h"
-#include "ps/service/grpc_ps_client.h"
-#include "ps/service/ps_service.h"
+#include "bench/data_plane_cluster.h"
+#include "bench/pslite_launcher.h"
 #include "rpc/rpc_util.h"
 
 ABSL_FLAG(std::vector<std::string>, sizes,
@@ -84,256 +83,41 @@ ABSL_FLAG(std::string, only_path, "",
           "If set (raw_tcp, naive_grpc, pscluster or pscluster_two_calls), only this path is "
           "timed (the others report nan): for profiling one path with perf.");
 ABSL_FLAG(std::string, output_json, "", "If set, the results are also written here as JSON.");
+ABSL_FLAG(int, stripes, 1,
+          "If > 1, adds the path pscluster_striped: each PS's shard is split into K variables "
+          "of 1/K of it, and a round trip pushes all K (each carrying its pull) at once over K "
+          "connections per worker and PS. An upper bound for striping one tensor over K "
+          "channels: none of the bookkeeping (exactly-once keys per stripe, one optimizer step "
+          "per whole tensor) that the real feature would need.");
+ABSL_FLAG(std::string, pslite_bench, "",
+          "Path of pslite_bench (built by bench/pslite/build_pslite.sh, e.g. "
+          "bench/.pslite/pslite_bench). If set, ps-lite's ZPush+ZPull and ZPushPull are measured "
+          "as two more paths, interleaved with the others in every repeat.");
 
 namespace pscluster {
 namespace {
 
-using bench::TcpPingPong;
+using bench::Cluster;
+using bench::ClusterShape;
+using bench::IsPslite;
+using bench::kMaxPs;
+using bench::kMaxWorkers;
+using bench::kNaiveGrpc;
+using bench::kNumPaths;
+using bench::kPathNames;
+using bench::kPscluster;
+using bench::kPsclusterStriped;
+using bench::kPsclusterTwoCalls;
+using bench::kPsliteFused;
+using bench::kPslitePushPull;
+using bench::kRawTcp;
+using bench::ParseShape;
+using bench::Path;
+using bench::RoundTrip;
+using bench::Shard;
+using bench::StartCluster;
 
 constexpr int kExitBadFlags = 2;
-
-// Bound on every call of every path (RPC deadline, socket timeout), so a
-// stuck server fails its point instead of hanging the benchmark.
-constexpr std::chrono::seconds kCallTimeout{300};
-
-// Bounds of --clusters: each PxW shape runs W*P raw TCP server threads.
-constexpr int kMaxPs = 16;
-constexpr int kMaxWorkers = 16;
-
-// ---------------------------------------------------------------------------
-// Naive gRPC: unary Echo with a protobuf `bytes` payload.
-
-class EchoServiceImpl final : public bench::EchoService::Service {
- public:
-  grpc::Status Echo(grpc::ServerContext*, const bench::BytesMessage* request,
-                    bench::BytesMessage* response) override {
-    *response->mutable_data() = request->data();
-    return grpc::Status::OK;
-  }
-};
-
-// ---------------------------------------------------------------------------
-// Cluster shapes.
-
-enum Path {
-  kRawTcp = 0,
-  kNaiveGrpc = 1,
-  kPscluster = 2,
-  kPsclusterTwoCalls = 3,
-  kNumPaths = 4,
-};
-constexpr const char* kPathNames[kNumPaths] = {"raw_tcp", "naive_grpc", "pscluster",
-                                               "pscluster_two_calls"};
-
-struct ClusterShape {
-  int ps = 1;
-  int workers = 1;
-  std::string label;  // "2x2", as in --clusters and the JSON.
-};
-
-// "PxW" with 1 <= P <= kMaxPs and 1 <= W <= kMaxWorkers.
-bool ParseShape(const std::string& text, ClusterShape* shape) {
-  const std::vector<std::string> parts = absl::StrSplit(text, 'x');
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &shape->ps) ||
-      !absl::SimpleAtoi(parts[1], &shape->workers) || shape->ps < 1 || shape->ps > kMaxPs ||
-      shape->workers < 1 || shape->workers > kMaxWorkers) {
-    return false;
-  }
-  shape->label = absl::StrCat(shape->ps, "x", shape->workers);
-  return true;
-}
-
-// A PS's part of one size's variable, with every path's request for it,
-// built before timing starts and only read by the workers.
-struct Shard {
-  int64_t bytes = 0;
-  std::string payload;  // For raw TCP.
-  bench::BytesMessage echo_request;
-  PushRequest push_pull;  // The gradient, and a pull of the same variable.
-  PushRequest push;       // The gradient alone, for the two calls.
-  PullRequest pull;
-};
-
-// What one worker keeps across its calls to one server.
-struct Connection {
-  std::unique_ptr<TcpPingPong> tcp;
-  std::string tcp_reply;
-  std::unique_ptr<bench::EchoService::Stub> echo_stub;
-  std::unique_ptr<GrpcPsClient> ps_client;
-  // pscluster's responses, kept across calls as worker/core/trainer.cc keeps
-  // its per-PS ones: the sub-messages holding tensors are `optional`, so the
-  // Clear() of every parse keeps them and their buffers.
-  PushResponse pushed;
-  PullResponse pulled;
-};
-
-// One shape's servers and connections, kept for the whole run so repeats
-// interleave shapes without reconnecting. Member order matters: servers are
-// destroyed (shut down) before the services and stores they serve.
-struct Cluster {
-  ClusterShape shape;
-  std::vector<std::unique_ptr<EchoServiceImpl>> echo_services;
-  std::vector<std::unique_ptr<RunningServer>> echo_servers;
-  std::vector<std::unique_ptr<JobStores>> stores;
-  std::vector<std::unique_ptr<ParameterServerService>> ps_services;
-  std::vector<std::unique_ptr<RunningServer>> ps_servers;
-  // [worker * shape.ps + ps]: each worker has its own connections to every
-  // server, as separate worker processes would (MakeChannel gives each
-  // channel its own subchannel pool, so its own TCP connection).
-  std::vector<Connection> connections;
-  // [size index][ps].
-  std::vector<std::vector<Shard>> shards;
-
-  Connection& connection(int worker, int ps) { return connections[worker * shape.ps + ps]; }
-};
-
-// Starts P servers of each kind and W*P connections of each path, and
-// creates one variable "w_<N>" per size on each PS (its shard: N/P bytes).
-absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
-                                                      const std::vector<int64_t>& sizes,
-                                                      int tcp_buffer_bytes) {
-  auto c = std::make_unique<Cluster>();
-  c->shape = shape;
-  const int num_ps = shape.ps;
-  for (int p = 0; p < num_ps; ++p) {
-    // Naive gRPC: the same StartServer/MakeChannel (message limits, health
-    // service) as pscluster, so only the service differs.
-    c->echo_services.push_back(std::make_unique<EchoServiceImpl>());
-    auto echo_server = StartServer(ServerOptions(), {c->echo_services.back().get()}, nullptr);
-    if (!echo_server.ok()) {
-      return absl::Status(echo_server.status().code(),
-                          absl::StrCat("echo server: ", echo_server.status().message()));
-    }
-    c->echo_servers.push_back(*std::move(echo_server));
-    // pscluster: wired as ps/main.cc wires a ps_server, metrics included;
-    // each PS has its own store and registry, as separate processes would.
-    auto registry = std::make_shared<prometheus::Registry>();
-    VariableStore::Options store_options;
-    store_options.registry = registry;
-    c->stores.push_back(std::make_unique<JobStores>(store_options));
-    c->ps_services.push_back(
-        std::make_unique<ParameterServerService>(c->stores.back().get(), registry));
-    auto ps_server = StartServer(ServerOptions(), {c->ps_services.back().get()}, registry);
-    if (!ps_server.ok()) {
-      return absl::Status(ps_server.status().code(),
-                          absl::StrCat("ps server: ", ps_server.status().message()));
-    }
-    c->ps_servers.push_back(*std::move(ps_server));
-  }
-  c->connections.resize(static_cast<size_t>(shape.workers * num_ps));
-  for (int w = 0; w < shape.workers; ++w) {
-    for (int p = 0; p < num_ps; ++p) {
-      Connection& conn = c->connection(w, p);
-      auto tcp = TcpPingPong::Create(tcp_buffer_bytes, kCallTimeout);
-      if (!tcp.ok()) {
-        return absl::Status(tcp.status().code(), absl::StrCat("raw TCP: ", tcp.status().message()));
-      }
-      conn.tcp = *std::move(tcp);
-      conn.echo_stub = bench::EchoService::NewStub(
-          MakeChannel(absl::StrCat("127.0.0.1:", c->echo_servers[p]->port())));
-      GrpcPsClient::Options client_options;
-      client_options.target = absl::StrCat("127.0.0.1:", c->ps_servers[p]->port());
-      client_options.call_timeout = kCallTimeout;
-      conn.ps_client = std::make_unique<GrpcPsClient>(client_options);
-    }
-  }
-
-  // Requests are built once, outside the timing. The last shard would take
-  // the remainder of an uneven split; sizes are whole shards instead (N/P
-  // rounded down to 4 bytes), and throughput counts the bytes actually sent.
-  c->shards.resize(sizes.size());
-  std::vector<CreateVariablesRequest> creates(static_cast<size_t>(num_ps));
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const int64_t shard_bytes = sizes[i] / num_ps / 4 * 4;
-    const std::string name = absl::StrCat("w_", sizes[i]);
-    c->shards[i].resize(static_cast<size_t>(num_ps));
-    for (int p = 0; p < num_ps; ++p) {
-      Shard& shard = c->shards[i][p];
-      shard.bytes = shard_bytes;
-      shard.payload.assign(static_cast<size_t>(shard_bytes), '\x5a');
-      shard.echo_request.set_data(shard.payload);
-      VariableSpecProto* spec = creates[p].add_variables();
-      spec->set_name(name);
-      spec->set_dtype(DT_FLOAT32);
-      spec->add_shape(shard_bytes / 4);
-      spec->mutable_initializer()->set_type("zeros");
-      spec->mutable_optimizer()->set_type("sgd");
-      spec->mutable_optimizer()->set_learning_rate(0.01f);
-      NamedTensor* gradient = shard.push.add_gradients();
-      gradient->set_name(name);
-      EncodeTensor(Shape{shard_bytes / 4},
-                   std::vector<float>(static_cast<size_t>(shard_bytes / 4), 1e-3f),
-                   gradient->mutable_tensor());
-      shard.pull.add_names(name);
-      shard.push_pull = shard.push;
-      *shard.push_pull.mutable_pull() = shard.pull;
-    }
-  }
-  for (int p = 0; p < num_ps; ++p) {
-    CreateVariablesResponse created;
-    if (absl::Status s = c->connection(0, p).ps_client->CreateVariables(creates[p], &created);
-        !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("CreateVariables: ", s.message()));
-    }
-  }
-  return c;
-}
-
-// ---------------------------------------------------------------------------
-// Measurement.
-
-absl::Status CheckPulled(const PullResponse& pulled, int64_t bytes, const char* what) {
-  if (pulled.tensors_size() != 1 ||
-      static_cast<int64_t>(pulled.tensors(0).tensor().data().size()) != bytes) {
-    return absl::InternalError(absl::StrCat(what, " returned the wrong size"));
-  }
-  return absl::OkStatus();
-}
-
-// One round trip of `worker` on `path`: each PS in turn gets its shard and
-// sends it back (echo, ping-pong, or pushed and pulled).
-absl::Status RoundTrip(Cluster& c, Path path, size_t size_index, int worker) {
-  for (int p = 0; p < c.shape.ps; ++p) {
-    const Shard& shard = c.shards[size_index][p];
-    Connection& conn = c.connection(worker, p);
-    switch (path) {
-      case kRawTcp: {
-        if (absl::Status s = conn.tcp->RoundTrip(shard.payload, &conn.tcp_reply); !s.ok()) {
-          return s;
-        }
-        break;
-      }
-      case kNaiveGrpc: {
-        grpc::ClientContext context;
-        SetDeadline(&context, kCallTimeout);
-        bench::BytesMessage response;
-        grpc::Status s = conn.echo_stub->Echo(&context, shard.echo_request, &response);
-        if (!s.ok()) return FromGrpcStatus(s);
-        if (static_cast<int64_t>(response.data().size()) != shard.bytes) {
-          return absl::InternalError("echo returned the wrong size");
-        }
-        break;
-      }
-      case kPscluster: {
-        if (absl::Status s = conn.ps_client->Push(shard.push_pull, &conn.pushed); !s.ok()) {
-          return s;
-        }
-        if (absl::Status s = CheckPulled(conn.pushed.pulled(), shard.bytes, "push+pull"); !s.ok()) {
-          return s;
-        }
-        break;
-      }
-      case kPsclusterTwoCalls:
-      default: {
-        if (absl::Status s = conn.ps_client->Push(shard.push, &conn.pushed); !s.ok()) return s;
-        if (absl::Status s = conn.ps_client->Pull(shard.pull, &conn.pulled); !s.ok()) return s;
-        if (absl::Status s = CheckPulled(conn.pulled, shard.bytes, "pull"); !s.ok()) return s;
-        break;
-      }
-    }
-  }
-  return absl::OkStatus();
-}
 
 struct Limits {
   double seconds = 1.0;
@@ -352,6 +136,18 @@ struct Measurement {
 // push+pull throughput over the time until the last one finished.
 absl::StatusOr<Measurement> MeasureGBps(Cluster& c, Path path, size_t size_index,
                                         const Limits& limits) {
+  if (IsPslite(path)) {
+    // ps-lite's workers are processes of their own; the launcher starts them
+    // together and counts the same way (bytes sent by all workers over the
+    // time until the last one finished).
+    int64_t bytes = 0;
+    for (const Shard& shard : c.shards[size_index]) bytes += shard.bytes;
+    absl::StatusOr<bench::PsliteLauncher::Result> r =
+        c.pslite->Run(path == kPsliteFused ? "fused" : "push_pull", bytes, limits.seconds,
+                      limits.min_iterations, limits.max_iterations);
+    if (!r.ok()) return r.status();
+    return Measurement{r->gbps, r->fewest_round_trips};
+  }
   using Clock = std::chrono::steady_clock;
   const int num_workers = c.shape.workers;
   std::vector<int64_t> iterations(static_cast<size_t>(num_workers), 0);
@@ -421,7 +217,9 @@ absl::StatusOr<Measurement> MeasureGBps(Cluster& c, Path path, size_t size_index
     last_end = std::max(last_end, ends[w]);
   }
   int64_t bytes_per_round_trip = 0;  // N, less any rounding of the shards.
-  for (const Shard& shard : c.shards[size_index]) bytes_per_round_trip += shard.bytes;
+  for (const Shard& shard : c.shards[size_index]) {
+    bytes_per_round_trip += path == kPsclusterStriped ? shard.stripe_bytes : shard.bytes;
+  }
   const double elapsed = std::chrono::duration<double>(last_end - start).count();
   m.gbps = 2.0 * static_cast<double>(bytes_per_round_trip) * static_cast<double>(round_trips) /
            elapsed / 1e9;
@@ -429,6 +227,7 @@ absl::StatusOr<Measurement> MeasureGBps(Cluster& c, Path path, size_t size_index
 }
 
 using bench::CpuModel;
+using bench::JsonNumber;
 using bench::JsonNumbers;
 using bench::JsonString;
 using bench::Median;
@@ -502,9 +301,20 @@ int Main(int argc, char** argv) {
     return bad_flag("--min_iterations: need 1 to --max_iterations");
   }
 
+  const std::string pslite_bench = absl::GetFlag(FLAGS_pslite_bench);
+  const bool with_pslite = !pslite_bench.empty();
+  const int stripes = absl::GetFlag(FLAGS_stripes);
+  if (stripes < 1 || stripes > 64) return bad_flag("--stripes: need 1 to 64");
+  // Paths measured in this run.
+  const auto enabled = [&](int p) {
+    if (IsPslite(p)) return with_pslite;
+    if (p == kPsclusterStriped) return stripes > 1;
+    return true;
+  };
   std::vector<std::unique_ptr<Cluster>> clusters;
   for (const ClusterShape& shape : shapes) {
-    auto cluster = StartCluster(shape, sizes, absl::GetFlag(FLAGS_tcp_buffer_bytes));
+    auto cluster =
+        StartCluster(shape, sizes, absl::GetFlag(FLAGS_tcp_buffer_bytes), stripes, pslite_bench);
     if (!cluster.ok()) {
       std::cerr << "data_plane_bench: " << shape.label << ": " << cluster.status() << "\n";
       return 1;
@@ -517,6 +327,18 @@ int Main(int argc, char** argv) {
   for (auto& cluster : clusters) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       for (int p = 0; p < kNumPaths; ++p) {
+        if (!enabled(p)) continue;
+        if (IsPslite(p)) {
+          Limits once;
+          once.seconds = 0;
+          if (absl::Status s = MeasureGBps(*cluster, static_cast<Path>(p), i, once).status();
+              !s.ok()) {
+            std::cerr << "data_plane_bench: warm-up " << cluster->shape.label << " "
+                      << kPathNames[p] << ": " << s << "\n";
+            return 1;
+          }
+          continue;
+        }
         for (int w = 0; w < cluster->shape.workers; ++w) {
           if (absl::Status s = RoundTrip(*cluster, static_cast<Path>(p), i, w); !s.ok()) {
             std::cerr << "data_plane_bench: warm-up " << cluster->shape.label << " "
@@ -545,7 +367,7 @@ int Main(int argc, char** argv) {
       for (size_t i = 0; i < sizes.size(); ++i) {
         Point& point = points[k][i];
         for (int p = 0; p < kNumPaths; ++p) {
-          if (!only_path.empty() && only_path != kPathNames[p]) {
+          if ((!only_path.empty() && only_path != kPathNames[p]) || !enabled(p)) {
             point.gbps[p].push_back(std::numeric_limits<double>::quiet_NaN());
             continue;
           }
@@ -575,34 +397,60 @@ int Main(int argc, char** argv) {
       "Push+pull throughput, GB/s (2N bytes per round trip, 1 GB = 1e9 B), summed over the "
       "workers. pscluster = one Push carrying the Pull (fused); two calls = Push, then Pull. "
       "A variable of N bytes is split evenly over the PS; every worker has its own connection "
-      "to every server on every path.\n",
-      cores, cpu, date, repeats, limits.seconds);
+      "to every server on every path.%s\n",
+      cores, cpu, date, repeats, limits.seconds,
+      with_pslite ? " ps-lite: ZPush+ZPull (two round trips) and ZPushPull (fused), dense SGD "
+                    "server, one process per node."
+                  : "");
   std::vector<std::string> json_points;
   for (size_t k = 0; k < shapes.size(); ++k) {
-    std::cout << "\n### " << ShapeTitle(shapes[k]) << "\n\n"
-              << "| size | raw TCP GB/s | naive gRPC GB/s | pscluster GB/s | pscluster two calls "
-                 "GB/s | pscluster/raw TCP | pscluster/naive gRPC |\n"
-                 "|---|---|---|---|---|---|---|\n";
+    std::cout << "\n### " << ShapeTitle(shapes[k]) << "\n\n";
+    // Columns: GB/s of each path measured, then the ratios.
+    std::vector<std::pair<std::string, int>> columns = {{"raw TCP", kRawTcp},
+                                                        {"naive gRPC", kNaiveGrpc}};
+    if (with_pslite) {
+      columns.push_back({"ps-lite push+pull", kPslitePushPull});
+      columns.push_back({"ps-lite fused", kPsliteFused});
+    }
+    columns.push_back({"pscluster", kPscluster});
+    columns.push_back({"pscluster two calls", kPsclusterTwoCalls});
+    if (stripes > 1) {
+      columns.push_back({absl::StrCat("pscluster striped x", stripes), kPsclusterStriped});
+    }
+    std::cout << "| size |";
+    for (const auto& [name, path] : columns) std::cout << " " << name << " GB/s |";
+    std::cout << " pscluster/raw TCP |" << (with_pslite ? " pscluster/ps-lite fused |" : "")
+              << " pscluster/naive gRPC |\n|---|";
+    for (size_t i = 0; i < columns.size() + (with_pslite ? 3 : 2); ++i) std::cout << "---|";
+    std::cout << "\n";
     for (const Point& point : points[k]) {
       double median[kNumPaths];
       for (int p = 0; p < kNumPaths; ++p) median[p] = Median(point.gbps[p]);
       const double vs_tcp = median[kPscluster] / median[kRawTcp];
       const double vs_grpc = median[kPscluster] / median[kNaiveGrpc];
-      std::cout << absl::StrFormat("| %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n",
-                                   SizeLabel(point.bytes), median[kRawTcp], median[kNaiveGrpc],
-                                   median[kPscluster], median[kPsclusterTwoCalls], vs_tcp, vs_grpc);
+      const double vs_pslite = median[kPscluster] / median[kPsliteFused];
+      std::cout << "| " << SizeLabel(point.bytes) << " |";
+      for (const auto& [name, path] : columns) {
+        std::cout << absl::StrFormat(" %.3f |", median[path]);
+      }
+      std::cout << absl::StrFormat(" %.2f |", vs_tcp);
+      if (with_pslite) std::cout << absl::StrFormat(" %.2f |", vs_pslite);
+      std::cout << absl::StrFormat(" %.2f |\n", vs_grpc);
       std::vector<std::string> fields = {
           absl::StrCat("\"cluster\": ", JsonString(shapes[k].label)),
           absl::StrCat("\"ps\": ", shapes[k].ps), absl::StrCat("\"workers\": ", shapes[k].workers),
           absl::StrCat("\"bytes\": ", point.bytes),
           absl::StrCat("\"fewest_round_trips\": ", point.fewest_round_trips)};
       for (int p = 0; p < kNumPaths; ++p) {
-        fields.push_back(absl::StrFormat("\"%s_gbps\": %.6g", kPathNames[p], median[p]));
+        fields.push_back(absl::StrCat("\"", kPathNames[p], "_gbps\": ", JsonNumber(median[p])));
         fields.push_back(
             absl::StrCat("\"", kPathNames[p], "_gbps_repeats\": ", JsonNumbers(point.gbps[p])));
       }
-      fields.push_back(absl::StrFormat("\"pscluster_over_raw_tcp\": %.6g", vs_tcp));
-      fields.push_back(absl::StrFormat("\"pscluster_over_naive_grpc\": %.6g", vs_grpc));
+      fields.push_back(absl::StrCat("\"pscluster_over_raw_tcp\": ", JsonNumber(vs_tcp)));
+      fields.push_back(absl::StrCat("\"pscluster_over_naive_grpc\": ", JsonNumber(vs_grpc)));
+      if (with_pslite) {
+        fields.push_back(absl::StrCat("\"pscluster_over_pslite_fused\": ", JsonNumber(vs_pslite)));
+      }
       json_points.push_back(absl::StrCat("    {", absl::StrJoin(fields, ", "), "}"));
     }
   }
@@ -615,7 +463,8 @@ int Main(int argc, char** argv) {
         "{\n  \"benchmark\": \"data_plane_bench\",\n  \"date\": ", JsonString(date),
         ",\n  \"nproc\": ", cores, ",\n  \"cpu_model\": ", JsonString(cpu),
         ",\n  \"repeats\": ", repeats, ",\n  \"seconds_per_point\": ", limits.seconds,
-        ",\n  \"min_iterations\": ", limits.min_iterations, ",\n  \"clusters\": [",
+        ",\n  \"min_iterations\": ", limits.min_iterations, ",\n  \"stripes\": ", stripes,
+        ",\n  \"pslite\": ", with_pslite ? "true" : "false", ",\n  \"clusters\": [",
         absl::StrJoin(labels, ", "), "]",
         ",\n  \"unit\": \"GB/s push+pull summed over workers, 2N bytes per round trip, "
         "1 GB = 1e9 B, median\",",

@@ -129,12 +129,21 @@ TcpPingPong::~TcpPingPong() {
 }
 
 absl::Status TcpPingPong::RoundTrip(const std::string &data, std::string *reply) {
+  reply->resize(data.size());
+  absl::Status s = Send(data);
+  if (s.ok()) s = Receive(reply);
+  return s;
+}
+
+absl::Status TcpPingPong::Send(const std::string &data) {
   const uint64_t size = data.size();
   absl::Status s = WriteFull(client_fd_, reinterpret_cast<const char *>(&size), sizeof(size));
   if (s.ok()) s = WriteFull(client_fd_, data.data(), data.size());
-  reply->resize(data.size());
-  if (s.ok()) s = ReadFull(client_fd_, &(*reply)[0], reply->size());
   return s;
+}
+
+absl::Status TcpPingPong::Receive(std::string *reply) {
+  return ReadFull(client_fd_, &(*reply)[0], reply->size());
 }
 
 void TcpPingPong::Serve(int fd) {

@@ -29,6 +29,14 @@ class TcpPingPong {
   // REQUIRES: data.size() > 0; `reply` is resized to data.size().
   absl::Status RoundTrip(const std::string &data, std::string *reply);
 
+  // RoundTrip in two halves, so that one caller can have round trips on
+  // several connections in flight at once (send on all, then receive on
+  // all): the server thread reads all N bytes before it answers, so a
+  // pending reply never blocks another connection's send.
+  // REQUIRES: Receive follows each Send, with a `reply` of the sent size.
+  absl::Status Send(const std::string &data);
+  absl::Status Receive(std::string *reply);
+
  private:
   TcpPingPong() = default;
   // Echoes until a zero length or an error.
