@@ -89,7 +89,9 @@ Cluster Build(int num_ps, bool create = true) {
   for (int i = 0; i < num_ps; ++i) {
     c.ps.push_back(std::make_unique<VariableStore>(StoreOptions()));
     CreateVariablesResponse resp;
-    if (create) EXPECT_TRUE(c.ps[i]->CreateVariables(c.plan.per_ps[i], &resp).ok());
+    if (create) {
+      EXPECT_TRUE(c.ps[i]->CreateVariables(c.plan.per_ps[i], &resp).ok());
+    }
   }
   return c;
 }
@@ -341,7 +343,9 @@ TEST(CheckpointTest, RowsPastMaxRowsAreEvictedByPolicyOnRestore) {
   StatsResponse stats;
   ASSERT_TRUE(small.ps[0]->Stats(StatsRequest(), &stats).ok());
   for (const VariableStats& v : stats.variables()) {
-    if (v.name() == "tags/part_0") EXPECT_EQ(v.evictions(), static_cast<int64_t>(kIds.size()) - 2);
+    if (v.name() == "tags/part_0") {
+      EXPECT_EQ(v.evictions(), static_cast<int64_t>(kIds.size()) - 2);
+    }
   }
 }
 

@@ -384,7 +384,9 @@ TEST_F(PsServiceTest, CheckpointNamesOutsideTheRootAreRefused) {
     SaveResponse saved;
     absl::Status s = client_->Save(save, &saved);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "'" << name << "': " << s;
-    if (!name.empty()) EXPECT_THAT(std::string(s.message()), HasSubstr(name));
+    if (!name.empty()) {
+      EXPECT_THAT(std::string(s.message()), HasSubstr(name));
+    }
 
     RestoreRequest restore;
     CheckpointFile* file = restore.add_files();
