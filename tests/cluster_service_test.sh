@@ -90,19 +90,10 @@ print(*[s.getsockname()[1] for s in socks])')
 CLUSTER="{\"chief\": [\"127.0.0.1:$CHIEF\"], \"worker\": [\"127.0.0.1:$W0\", \"127.0.0.1:$W1\"],
  \"ps\": [\"127.0.0.1:$PS0\", \"127.0.0.1:$PS1\"]}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
-start() {  # start NAME TYPE INDEX BIN ARGS...
+start() {  # start NAME TYPE INDEX BIN ARGS...: a server of the cluster, from TF_CONFIG
   local name="$1" type="$2" index="$3"
   shift 3
-  TF_CONFIG="$(tf_config "$type" "$index")" "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
-  STARTED_PIDS+=("$!")
-  eval "PID_${name}=$!"
-}
-show_logs() {
-  local f
-  for f in "$TMP"/ps*.err "$TMP"/worker*.err "$TMP"/coordinator.err; do
-    echo "--- $f:" >&2
-    tail -n 25 "$f" >&2 || true
-  done
+  TF_CONFIG="$(tf_config "$type" "$index")" start_server "$name" "$@"
 }
 # Confined paths: checkpoints under one root (each job without checkpoint.dir
 # in ROOT/<job id>), data under Debian's datasets and the MovieLens export.
@@ -114,15 +105,7 @@ start worker0 worker 0 "$WORKER_SERVER" --compute_threads 1 --data_root "$DATA_R
 start worker1 worker 1 "$WORKER_SERVER" --compute_threads 1 --data_root "$DATA_ROOTS"
 start coordinator chief 0 "$COORDINATOR" --state_dir "$TMP/state" \
   --ps_memory_limit_bytes 200000000 --checkpoint_root "$ROOT" --data_root "$DATA_ROOTS"
-for name in ps0 ps1 worker0 worker1 coordinator; do
-  for _ in $(seq 1 600); do
-    grep -q "listening on" "$TMP/$name.out" 2>/dev/null && break
-    pid_var="PID_$name"
-    gone "${!pid_var}" && { show_logs; fail "$name exited before listening"; }
-    sleep 0.1
-  done
-  grep -q "listening on" "$TMP/$name.out" || { show_logs; fail "$name is not listening after 60 s"; }
-done
+wait_listening ps0 ps1 worker0 worker1 coordinator
 export PSCTL_COORDINATOR="127.0.0.1:$CHIEF"  # psctl's default --coordinator
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }

@@ -73,38 +73,16 @@ for s in socks:
 print(*[s.getsockname()[1] for s in socks])')
 ROOT="$TMP/checkpoints"
 mkdir -p "$ROOT"
-start() {  # start NAME BIN ARGS...
-  local name="$1"
-  shift
-  "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
-  STARTED_PIDS+=("$!")
-  eval "PID_${name}=$!"
-}
-show_logs() {
-  local f
-  for f in "$TMP"/ps*.err "$TMP"/worker*.err "$TMP"/coordinator.err; do
-    echo "--- $f:" >&2
-    tail -n 25 "$f" >&2 || true
-  done
-}
-start ps0 "$PS_SERVER" --address "127.0.0.1:$PS0" "${TLS[@]}" --checkpoint_root "$ROOT" \
+start_server ps0 "$PS_SERVER" --address "127.0.0.1:$PS0" "${TLS[@]}" --checkpoint_root "$ROOT" \
   --max_memory_bytes 268435456
-start ps1 "$PS_SERVER" --address "127.0.0.1:$PS1" "${TLS[@]}" --checkpoint_root "$ROOT" \
+start_server ps1 "$PS_SERVER" --address "127.0.0.1:$PS1" "${TLS[@]}" --checkpoint_root "$ROOT" \
   --max_memory_bytes 268435456
-start worker0 "$WORKER_SERVER" --address "127.0.0.1:$W0" "${TLS[@]}" --compute_threads 1
-start worker1 "$WORKER_SERVER" --address "127.0.0.1:$W1" "${TLS[@]}" --compute_threads 1
-start coordinator "$COORDINATOR" --address "127.0.0.1:$CHIEF" "${TLS[@]}" \
+start_server worker0 "$WORKER_SERVER" --address "127.0.0.1:$W0" "${TLS[@]}" --compute_threads 1
+start_server worker1 "$WORKER_SERVER" --address "127.0.0.1:$W1" "${TLS[@]}" --compute_threads 1
+start_server coordinator "$COORDINATOR" --address "127.0.0.1:$CHIEF" "${TLS[@]}" \
   --ps "127.0.0.1:$PS0,127.0.0.1:$PS1" --workers "127.0.0.1:$W0,127.0.0.1:$W1" \
   --auth_tokens_file "$TMP/tokens" --state_dir "$TMP/state" --checkpoint_root "$ROOT"
-for name in ps0 ps1 worker0 worker1 coordinator; do
-  for _ in $(seq 1 600); do
-    grep -q "listening on" "$TMP/$name.out" 2>/dev/null && break
-    pid_var="PID_$name"
-    gone "${!pid_var}" && { show_logs; fail "$name exited before listening"; }
-    sleep 0.1
-  done
-  grep -q "listening on" "$TMP/$name.out" || { show_logs; fail "$name is not listening after 60 s"; }
-done
+wait_listening ps0 ps1 worker0 worker1 coordinator
 # One listening socket per server: no second, unannounced port.
 for name in ps0 ps1 worker0 worker1 coordinator; do
   pid_var="PID_$name"

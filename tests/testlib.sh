@@ -3,6 +3,14 @@
 #   fail MESSAGE    prints "FAIL: MESSAGE" to stderr and exits 1
 #   STARTED_PIDS    pids to kill -9 when the test exits (append to it)
 #   gone PID        true when PID has exited (or is a zombie)
+# Servers started by hand (they need TMP set to the test's scratch directory):
+#   start_server NAME CMD...   runs CMD in the background, stdout/stderr in
+#                              $TMP/NAME.out/.err; sets PID_NAME, adds it to
+#                              STARTED_PIDS (environment assignments before
+#                              the call, e.g. TF_CONFIG=..., reach CMD)
+#   show_logs                  the tail of every server log, on stderr
+#   wait_listening NAME...     each prints "listening on" within 60 s, else
+#                              the test fails naming it (and shows the logs)
 
 abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 
@@ -103,5 +111,36 @@ stop_servers() {
     pid_var="PID_$name"
     for _ in $(seq 1 100); do gone "${!pid_var}" && break; sleep 0.1; done
     gone "${!pid_var}" || fail "$name did not stop within 10 s of SIGTERM"
+  done
+}
+
+start_server() {
+  local name="$1"
+  shift
+  "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
+  STARTED_PIDS+=("$!")
+  eval "PID_${name}=$!"
+}
+
+show_logs() {
+  local f
+  for f in "$TMP"/ps*.err "$TMP"/worker*.err "$TMP"/coordinator*.err; do
+    [[ -e "$f" ]] || continue
+    echo "--- $f:" >&2
+    tail -n 25 "$f" >&2 || true
+  done
+}
+
+wait_listening() {
+  local name pid_var deadline
+  for name in "$@"; do
+    pid_var="PID_$name"
+    deadline=$((SECONDS + 60))
+    while ((SECONDS < deadline)); do
+      grep -q "listening on" "$TMP/$name.out" 2>/dev/null && break
+      gone "${!pid_var}" && { show_logs; fail "$name exited before listening"; }
+      sleep 0.1
+    done
+    grep -q "listening on" "$TMP/$name.out" || { show_logs; fail "$name is not listening after 60 s"; }
   done
 }
