@@ -353,8 +353,41 @@ print("OK: corrupt data file: exit 2:", r["error"][:160])
 PY
 }
 
+# --tls: a throwaway CA and cluster certificate made with openssl, mutual TLS
+# on every channel and a token on the job service; the job trains through it.
+test_tls() {
+  write_job "$TMP/job.yaml" 1 6000
+  local rc=0
+  timeout 300 "$PSCTL" local "$TMP/job.yaml" --tls --keep_run_dir --run_dir "$TMP/run" \
+    --output json "${BIN_FLAGS[@]}" > "$TMP/stdout" 2> "$TMP/stderr" || rc=$?
+  ((rc == 0)) || { show_logs; fail "psctl local --tls exited $rc"; }
+  python3 - "$TMP/stdout" <<'PY' || { show_logs; fail "bad result"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["state"] == "SUCCEEDED", r
+assert r["eval_accuracy"] > 0.5, r["eval_accuracy"]
+assert r["ps_applied_steps"] == [r["total_steps"]] * 2, r
+print("OK: SUCCEEDED over mutual TLS, eval_accuracy %.4f" % r["eval_accuracy"])
+PY
+  local dir="$TMP/run/tls"
+  for f in ca.pem cluster.pem cluster.key tokens; do
+    [[ -s "$dir/$f" ]] || fail "--tls left no $f in the run directory"
+  done
+  [[ ! -e "$dir/ca.key" ]] || fail "the CA key was kept: anyone could sign cluster certificates"
+  [[ "$(stat -c %a "$dir")" == 700 ]] || fail "$dir is not private"
+  openssl verify -CAfile "$dir/ca.pem" "$dir/cluster.pem" || fail "the cluster certificate does not verify"
+  [[ -s "$TMP/run/coordinator.log" ]] || fail "no coordinator log in the run directory"
+  # The coordinator warns when its job service is open, or when its tokens
+  # would cross the network in plaintext (tokens without TLS).
+  if grep -E "open to anyone|travel in plaintext" "$TMP/run/coordinator.log"; then
+    fail "the coordinator ran without tokens or without TLS"
+  fi
+  echo "OK: certificates, token and key handling"
+}
+
 case "$case_name" in
   train) test_train ;;
+  tls) test_tls ;;
   kill9) test_kill9 ;;
   restart_worker) test_restart_worker ;;
   bad_input) test_bad_input ;;
