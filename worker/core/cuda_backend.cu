@@ -266,20 +266,7 @@ class CudaBackend : public Backend {
     SoftmaxCrossEntropyKernel<<<Blocks(rows), kThreads, 0, stream_>>>(
         rows, cols, d_logits, d_labels, d_grad, d_loss, d_correct);
     PS_CUDA_CHECK(cudaGetLastError());
-    row_loss_.resize(static_cast<size_t>(rows));
-    row_correct_.resize(static_cast<size_t>(rows));
-    ToHost(row_loss_.data(), d_loss, rows);
-    ToHost(row_correct_.data(), d_correct, rows);
-    if (grad != nullptr) ToHost(grad, d_grad, rows * cols);
-    Sync();
-    double total = 0.0;
-    int64_t hits = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      total += row_loss_[r];
-      hits += row_correct_[r];
-    }
-    *loss_sum = total;
-    *correct = hits;
+    FinishLoss(rows, d_loss, d_correct, d_grad, grad, rows * cols, loss_sum, correct);
   }
 
   void SigmoidCrossEntropy(int64_t rows, const float* logits, const int32_t* labels, float* grad,
@@ -306,11 +293,19 @@ class CudaBackend : public Backend {
     SigmoidCrossEntropyKernel<<<Blocks(rows), kThreads, 0, stream_>>>(
         rows, d_logits, d_labels, d_grad, d_loss, d_correct);
     PS_CUDA_CHECK(cudaGetLastError());
+    FinishLoss(rows, d_loss, d_correct, d_grad, grad, rows, loss_sum, correct);
+  }
+
+  // The end of every loss: per-row losses and hits (and the gradient, of
+  // `grad_elements` floats, if asked for) to the host, summed there.
+  void FinishLoss(int64_t rows, const double* d_loss, const int32_t* d_correct,
+                  const float* d_grad, float* grad, int64_t grad_elements, double* loss_sum,
+                  int64_t* correct) {
     row_loss_.resize(static_cast<size_t>(rows));
     row_correct_.resize(static_cast<size_t>(rows));
     ToHost(row_loss_.data(), d_loss, rows);
     ToHost(row_correct_.data(), d_correct, rows);
-    if (grad != nullptr) ToHost(grad, d_grad, rows);
+    if (grad != nullptr) ToHost(grad, d_grad, grad_elements);
     Sync();
     double total = 0.0;
     int64_t hits = 0;
@@ -381,20 +376,7 @@ class CudaBackend : public Backend {
     cuda_nn::RegressionLossKernel<<<Blocks(rows), kThreads, 0, stream_>>>(
         f, delta, rows, cols, d_out, d_labels, d_grad, d_loss, d_correct);
     PS_CUDA_CHECK(cudaGetLastError());
-    row_loss_.resize(static_cast<size_t>(rows));
-    row_correct_.resize(static_cast<size_t>(rows));
-    ToHost(row_loss_.data(), d_loss, rows);
-    ToHost(row_correct_.data(), d_correct, rows);
-    if (grad != nullptr) ToHost(grad, d_grad, rows * cols);
-    Sync();
-    double total = 0.0;
-    int64_t hits = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      total += row_loss_[r];
-      hits += row_correct_[r];
-    }
-    *loss_sum = total;
-    *correct = hits;
+    FinishLoss(rows, d_loss, d_correct, d_grad, grad, rows * cols, loss_sum, correct);
   }
 
   void Im2Col(const Window2d& g, const float* x, float* cols) override {
