@@ -915,7 +915,9 @@ JobSpec ParseRoot(const YAML::Node& root) {
     const std::string v = Str(s, "strategy");
     if (v == "parameter_server") spec.strategy = Strategy::kParameterServer;
     else if (v == "one_device") spec.strategy = Strategy::kOneDevice;
-    else Fail(s, absl::StrCat("unknown strategy '", v, "' (expected parameter_server or one_device)"));
+    else if (v == "central_storage") spec.strategy = Strategy::kCentralStorage;
+    else Fail(s, absl::StrCat("unknown strategy '", v,
+                              "' (expected parameter_server, central_storage or one_device)"));
   }
   if (YAML::Node d = root["device"]) {
     const std::string v = Str(d, "device");
@@ -1036,7 +1038,7 @@ absl::Status ResolveReplicas(int64_t replicas, JobSpec* spec) {
                                                    " replicas, not ", replicas));
   }
   DataSpec& d = spec->data;
-  const char* what = spec->strategy == Strategy::kParameterServer ? " (one per worker)" : "";
+  const char* what = spec->strategy != Strategy::kOneDevice ? " (one per worker)" : "";
   if (d.global_batch_given) {
     if (d.global_batch % replicas != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -1065,7 +1067,11 @@ absl::Status ResolveReplicas(int64_t replicas, JobSpec* spec) {
 }
 
 const char* StrategyName(Strategy s) {
-  return s == Strategy::kOneDevice ? "one_device" : "parameter_server";
+  switch (s) {
+    case Strategy::kOneDevice: return "one_device";
+    case Strategy::kCentralStorage: return "central_storage";
+    default: return "parameter_server";
+  }
 }
 
 const char* DeviceName(DevicePreference d) {

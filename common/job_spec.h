@@ -16,7 +16,12 @@
 
 namespace pscluster {
 
-enum class Strategy { kParameterServer, kOneDevice };
+// parameter_server: asynchronous PS training (TF's ParameterServerStrategy);
+// one_device: one replica in one process; central_storage: synchronous PS
+// training (TF's CentralStorageStrategy over workers): every step, each
+// worker computes the gradients of its slice of the global batch and the PS
+// applies their mean once (ps/core/sync_steps.h).
+enum class Strategy { kParameterServer, kOneDevice, kCentralStorage };
 enum class DevicePreference { kAuto, kCpu, kCuda };
 // Activations of dense and conv2d layers (and bare activation layers):
 // relu, tanh, sigmoid, and gelu (the exact erf form, Keras' default).
@@ -295,7 +300,8 @@ struct JobSpec {
 
 // The replicas of a job run on `workers` workers: one per worker for
 // parameter_server (each worker trains on its own batch, as TF's
-// ParameterServerStrategy with one device per worker), 1 for one_device.
+// ParameterServerStrategy with one device per worker) and central_storage
+// (each worker trains on its slice of every global batch), 1 for one_device.
 int64_t ReplicasFor(const JobSpec& spec, int64_t workers);
 
 // Resolves the parts of `spec` that depend on the replica count: derives
@@ -329,7 +335,7 @@ struct NamedDataFile {
 // The same files as DataFiles, each with its field.
 std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec);
 
-// "parameter_server", "one_device", ...
+// "parameter_server", "one_device", "central_storage".
 const char* StrategyName(Strategy s);
 const char* DeviceName(DevicePreference d);
 

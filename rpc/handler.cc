@@ -21,7 +21,11 @@ RpcHandler::RpcHandler(std::string service, std::shared_ptr<prometheus::Registry
 
 grpc::Status RpcHandler::Run(const std::string& method, absl::FunctionRef<absl::Status()> call) {
   const absl::Time start = absl::Now();
-  const absl::Status status = call();
+  return Record(method, call(), start);
+}
+
+grpc::Status RpcHandler::Record(const std::string& method, const absl::Status& status,
+                                absl::Time start) {
   if (requests_ != nullptr) {
     requests_
         ->Add({{"service", service_},

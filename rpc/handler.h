@@ -18,6 +18,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace pscluster {
 
@@ -27,6 +28,10 @@ class RpcHandler {
   RpcHandler(std::string service, std::shared_ptr<prometheus::Registry> registry);
 
   grpc::Status Run(const std::string& method, absl::FunctionRef<absl::Status()> call);
+
+  // For a call answered later (a callback method that parks it): records
+  // `status` of `method`, started at `start`, as Run does.
+  grpc::Status Record(const std::string& method, const absl::Status& status, absl::Time start);
 
  private:
   std::string service_;

@@ -30,6 +30,7 @@ RunClosureRequest MakeRequest(const DispatchOptions& options, const Closure& c) 
   request.set_closure_id(c.id);
   request.set_mode(options.mode);
   *request.mutable_split() = c.split;
+  if (c.replica >= 0) request.set_replica(c.replica);
   if (!options.job_key.empty() && options.mode == TRAIN && options.batch > 0) {
     const int64_t steps = (c.split.end() - c.split.begin() + options.batch - 1) / options.batch;
     request.set_lease_steps(steps);
@@ -109,7 +110,7 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       if (!queue->WaitFor(absl::ZeroDuration())) continue;
       return;  // the phase ended meanwhile
     }
-    std::vector<Closure> batch = queue->GetUpTo(per_rpc);
+    std::vector<Closure> batch = queue->GetUpTo(per_rpc, options.worker_index);
     if (batch.empty()) return;
     if (Held(options)) {
       // It stopped answering while this thread waited for work: the
@@ -141,9 +142,10 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       if (ps_lost) options.on_ps_lost();
       const bool ps_outage = ps_lost || (options.ps_failed && options.ps_failed()) ||
                              (RetryableClosureError(s) && IsPsError(s));
-      const std::string what =
-          absl::StrCat(ModeName(options.mode), " closure ", c.id, " (epoch ", c.split.epoch() + 1,
-                       ", examples [", c.split.begin(), ", ", c.split.end(), "))");
+      const std::string what = absl::StrCat(
+          ModeName(options.mode), " closure ", c.id,
+          c.replica >= 0 ? absl::StrCat(" replica ", c.replica) : std::string(), " (epoch ",
+          c.split.epoch() + 1, ", examples [", c.split.begin(), ", ", c.split.end(), "))");
       if (worker_lost) {
         // Cancelled because the worker was declared lost meanwhile: not the
         // closure's fault, and not counted.

@@ -31,7 +31,13 @@ struct DispatchOptions {
   // The job's key (common/update_lease.h): each TRAIN closure is sent with
   // its lease for ceil(split size / batch) steps. Empty: no leases.
   std::string job_key;
+  // Examples per step of a closure: per_replica_batch, or global_batch for
+  // the replicas of a synchronous job (each steps through its split a
+  // global batch at a time).
   int64_t batch = 1;
+  // This loop's worker, for closures that prefer one (ClosureQueue); -1:
+  // takes any closure.
+  int worker_index = -1;
   // Closures per round trip to the worker; 1 (default) uses RunClosure, more
   // uses RunClosures. Worth it only for closures cheaper than an RPC.
   int closures_per_rpc = 1;

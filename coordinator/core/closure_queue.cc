@@ -6,7 +6,26 @@ namespace pscluster {
 
 void ClosureQueue::Put(Closure closure) {
   absl::MutexLock lock(&mu_);
+  closure.queued_at = absl::Now();
   if (!stopped_) queue_.push_back(std::move(closure));
+}
+
+void ClosureQueue::SetOpen(bool open) {
+  absl::MutexLock lock(&mu_);
+  open_ = open;
+}
+
+bool ClosureQueue::WaitUntilEmpty(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto empty = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (stopped_ && in_flight_ == 0) || Drained();
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&empty), timeout);
+}
+
+bool ClosureQueue::stopped() const {
+  absl::MutexLock lock(&mu_);
+  return stopped_;
 }
 
 std::optional<Closure> ClosureQueue::Get() {
@@ -15,22 +34,35 @@ std::optional<Closure> ClosureQueue::Get() {
   return std::move(one.front());
 }
 
-std::vector<Closure> ClosureQueue::GetUpTo(int max) {
+std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopped_ || (!paused_ && (!queue_.empty() || in_flight_ == 0));
+  auto ready = [this, worker]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopped_) return true;
+    if (paused_) return false;
+    if (queue_.empty()) return in_flight_ == 0 && !open_;
+    const absl::Time now = absl::Now();
+    return std::any_of(queue_.begin(), queue_.end(),
+                       [&](const Closure& c) { return Eligible(c, worker, now); });
   };
-  mu_.Await(absl::Condition(&ready));
   std::vector<Closure> taken;
-  if (stopped_) return taken;
-  const size_t n = std::min(queue_.size(), static_cast<size_t>(std::max(max, 1)));
-  taken.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    taken.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+  while (true) {
+    // A closure preferring another worker becomes takeable with time alone,
+    // which wakes no one: look again every few milliseconds.
+    if (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(20))) continue;
+    if (stopped_ || queue_.empty()) return taken;
+    const absl::Time now = absl::Now();
+    const size_t want = static_cast<size_t>(std::max(max, 1));
+    for (auto it = queue_.begin(); it != queue_.end() && taken.size() < want;) {
+      if (Eligible(*it, worker, now)) {
+        taken.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    in_flight_ += static_cast<int64_t>(taken.size());
+    return taken;
   }
-  in_flight_ += static_cast<int64_t>(n);
-  return taken;
 }
 
 void ClosureQueue::Done() {
@@ -41,6 +73,7 @@ void ClosureQueue::Done() {
 void ClosureQueue::PutBack(Closure closure) {
   absl::MutexLock lock(&mu_);
   --in_flight_;
+  closure.preferred_worker = -1;  // a retry runs on whichever worker is free
   if (!stopped_) queue_.push_back(std::move(closure));
 }
 
@@ -62,7 +95,7 @@ void ClosureQueue::Stop(absl::Status reason) {
 absl::Status ClosureQueue::Wait() {
   absl::MutexLock lock(&mu_);
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return (stopped_ && in_flight_ == 0) || Drained();
+    return (stopped_ && in_flight_ == 0) || (Drained() && !open_);
   };
   mu_.Await(absl::Condition(&done));
   return error_;
@@ -87,7 +120,7 @@ bool ClosureQueue::WaitUntilIdle(absl::Duration timeout) {
 bool ClosureQueue::WaitFor(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return (stopped_ && in_flight_ == 0) || (!paused_ && Drained());
+    return (stopped_ && in_flight_ == 0) || (!paused_ && Drained() && !open_);
   };
   return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
 }

@@ -3,7 +3,18 @@
 // Dispatch threads (several per worker) Get() closures, run them, and report
 // Done(), PutBack() for a retry, or Fail() for an error that ends the phase.
 // Wait() is TF's join(): it returns when every closure put in has finished,
-// or the first error. Thread-safe.
+// or the first error.
+//
+// A closure may prefer a worker (Closure::preferred_worker, with the taker's
+// index given to GetUpTo): others take it only once it has waited
+// `locality_wait` in the queue, or after it was put back (delay scheduling).
+// A synchronous job's replicas so spread over the workers instead of piling
+// on whichever threads ask first, and still run elsewhere when their worker
+// is gone.
+//
+// An open queue (SetOpen) is fed while it runs: running out of closures does
+// not end it, so the dispatch threads wait for more; closing it lets them
+// end. Thread-safe.
 #ifndef PSCLUSTER_COORDINATOR_CORE_CLOSURE_QUEUE_H_
 #define PSCLUSTER_COORDINATOR_CORE_CLOSURE_QUEUE_H_
 
@@ -26,21 +37,40 @@ struct Closure {
   ClosureMode mode = TRAIN;
   DataSplit split;
   int attempts = 0;  // failed runs so far
+  // strategy: central_storage: the replica this closure runs of its split
+  // (RunClosureRequest.replica); -1: none (the whole split).
+  int replica = -1;
+  // The worker that should run it, or -1 for any (see ClosureQueue).
+  int preferred_worker = -1;
+  absl::Time queued_at;  // set by Put
 };
 
 class ClosureQueue {
  public:
+  explicit ClosureQueue(absl::Duration locality_wait = absl::Milliseconds(300))
+      : locality_wait_(locality_wait) {}
+
   void Put(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);
+  // While open, the queue is not drained when it runs empty (Get() waits for
+  // more closures, Wait() and WaitFor() go on waiting). Closed by default.
+  void SetOpen(bool open) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until nothing is queued or in flight (open or not), or the queue
+  // stopped with nothing in flight, at most `timeout`; true if so.
+  bool WaitUntilEmpty(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  bool stopped() const ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until a closure is available (and marks it in flight), or returns
   // nullopt once the queue is drained (empty, nothing in flight) or stopped.
   std::optional<Closure> Get() ABSL_LOCKS_EXCLUDED(mu_);
   // Like Get(), but takes up to `max` (>= 1) queued closures at once, all
   // marked in flight; empty where Get() returns nullopt. Each one is then
   // finished on its own with Done(), PutBack() or Fail().
-  std::vector<Closure> GetUpTo(int max) ABSL_LOCKS_EXCLUDED(mu_);
+  // `worker`: the taker's worker index, for preferred workers (-1: takes
+  // any closure at once).
+  std::vector<Closure> GetUpTo(int max, int worker = -1) ABSL_LOCKS_EXCLUDED(mu_);
   // A closure Get() returned has finished.
   void Done() ABSL_LOCKS_EXCLUDED(mu_);
-  // The closure Get() returned failed and will be retried: back to the tail.
+  // The closure Get() returned failed and will be retried: back to the
+  // tail, for any worker.
   void PutBack(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);
   // The closure Get() returned failed for good: records the first error and
   // stops the queue; queued closures are dropped.
@@ -64,12 +94,19 @@ class ClosureQueue {
   bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return queue_.empty() && in_flight_ == 0;
   }
+  // `worker` may take `c` at `now`.
+  bool Eligible(const Closure& c, int worker, absl::Time now) const {
+    return worker < 0 || c.preferred_worker < 0 || c.preferred_worker == worker ||
+           now - c.queued_at >= locality_wait_;
+  }
 
-  absl::Mutex mu_;
+  const absl::Duration locality_wait_;
+  mutable absl::Mutex mu_;
   std::deque<Closure> queue_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -176,9 +176,10 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
                                                      const std::string& owner) {
   ASSIGN_OR_RETURN(JobSpec spec,
                    ParseJobSpec(spec_yaml, spec_path.empty() ? "job.yaml" : spec_path));
-  if (spec.strategy != Strategy::kParameterServer) {
+  if (spec.strategy == Strategy::kOneDevice) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a coordinator runs strategy: parameter_server jobs; strategy: ",
+        absl::StrCat("a coordinator runs strategy: parameter_server and central_storage jobs; "
+                     "strategy: ",
                      StrategyName(spec.strategy), " runs in one process with `psctl local`"));
   }
   // The global batch and a learning rate scaled with the replicas depend on

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <thread>
 
 #include <prometheus/counter.h>
@@ -250,7 +251,7 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
 
 std::pair<int64_t, int64_t> JobRunner::RecordSuccess(ClosureMode mode, const Closure& c,
                                                      const RunClosureResponse& r,
-                                                     PhaseTotals* totals) {
+                                                     PhaseTotals* totals, bool* split_done) {
   absl::MutexLock lock(&mu_);
   totals->examples += r.examples();
   totals->loss_sum += r.loss_sum();
@@ -261,10 +262,20 @@ std::pair<int64_t, int64_t> JobRunner::RecordSuccess(ClosureMode mode, const Clo
   };
   merge(r.positive_histogram(), &totals->positive);
   merge(r.negative_histogram(), &totals->negative);
+  *split_done = true;
   if (mode == TRAIN) {
-    finished_splits_.insert(c.split_index);
-    status_.set_steps(status_.steps() + r.steps());
-    status_.set_steps_trained(status_.steps_trained() + r.steps());
+    // A synchronous split is done once every replica's closure is: its
+    // global steps count then (each replica reports all of them).
+    int64_t steps = r.steps();
+    if (c.replica >= 0) {
+      int64_t& done = sync_replicas_done_[c.split_index];
+      ++done;
+      *split_done = done >= spec_.replicas;
+      steps = *split_done ? r.steps() : 0;
+    }
+    if (*split_done) finished_splits_.insert(c.split_index);
+    status_.set_steps(status_.steps() + steps);
+    status_.set_steps_trained(status_.steps_trained() + steps);
     status_.set_examples(status_.examples() + r.examples());
     epoch_examples_ += r.examples();
     epoch_loss_sum_ += r.loss_sum();
@@ -274,7 +285,7 @@ std::pair<int64_t, int64_t> JobRunner::RecordSuccess(ClosureMode mode, const Clo
     status_.set_compute_seconds(status_.compute_seconds() + r.compute_seconds());
     status_.set_pull_seconds(status_.pull_seconds() + r.pull_seconds());
     status_.set_push_seconds(status_.push_seconds() + r.push_seconds());
-    if (options_.metrics != nullptr) options_.metrics->TrainingDone(r.steps(), r.examples());
+    if (options_.metrics != nullptr) options_.metrics->TrainingDone(steps, r.examples());
   }
   ++version_;
   return {status_.steps(), status_.lost_steps()};
@@ -285,7 +296,9 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   d.job_id = job_id_;
   d.mode = mode;
   d.job_key = job_key_;
-  d.batch = spec_.data.per_replica_batch;
+  const bool sync = mode == TRAIN && Synchronous();
+  d.batch = sync ? spec_.data.global_batch : spec_.data.per_replica_batch;
+  d.worker_index = w;
   d.closures_per_rpc = static_cast<int>(spec_.train.closures_per_rpc);
   d.max_attempts = max_attempts_;
   d.retry_backoff = options_.retry_backoff;
@@ -306,11 +319,17 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
     d.worker_losses = &worker_losses_[w];
   }
   d.deadline = mode == EVAL ? &eval_deadline_ : &train_deadline_;
-  d.on_success = [this, mode, queue, totals](const Closure& c, const RunClosureResponse& r) {
-    const auto [steps_now, lost_now] = RecordSuccess(mode, c, r, totals);
-    // Hold further dispatch for the control loop to take the checkpoint.
-    if (mode == TRAIN && CheckpointDue()) queue->Pause();
-    if (mode == TRAIN && log_ != nullptr) {
+  d.on_success = [this, mode, queue, totals, sync](const Closure& c,
+                                                   const RunClosureResponse& r) {
+    bool split_done = false;
+    const auto [steps_now, lost_now] = RecordSuccess(mode, c, r, totals, &split_done);
+    // Hold further dispatch for the control loop to take the checkpoint. (A
+    // synchronous phase takes it between its splits: pausing one replica
+    // would hold the others at the step's barrier.)
+    if (mode == TRAIN && !sync && CheckpointDue()) queue->Pause();
+    // A synchronous split is logged once, when its last replica is done;
+    // the job log's counts are then those of one replica's closure.
+    if (mode == TRAIN && split_done && log_ != nullptr) {
       JobLogRecord rec;
       ClosureFinished* f = rec.mutable_closure_finished();
       f->set_epoch(c.split.epoch());
@@ -330,11 +349,17 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
                                                         int64_t size, int64_t closure_examples,
                                                         PhaseTotals* totals) {
   ClosureQueue queue;
+  // A synchronous phase runs its splits one at a time, each as one closure
+  // per replica: the replicas meet at every step's barrier on the PS, and
+  // the next split starts once every replica finished this one.
+  const bool sync = mode == TRAIN && Synchronous();
+  std::deque<Closure> splits;
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_) return absl::CancelledError("job cancelled");
     current_queue_ = &queue;
     phase_start_ = absl::Now();
+    sync_replicas_done_.clear();
     int64_t split = 0;
     for (int64_t b = 0; b < size; b += closure_examples, ++split) {
       if (mode == TRAIN && finished_splits_.count(split)) continue;
@@ -345,13 +370,44 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
       c.split.set_epoch(epoch);
       c.split.set_begin(b);
       c.split.set_end(std::min(size, b + closure_examples));
-      queue.Put(std::move(c));
-      if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(1);
+      splits.push_back(std::move(c));
     }
   }
+  // Queues the next split: whole, or one closure per replica, replica r
+  // preferring worker r mod workers.
+  auto put_next = [&] {
+    if (splits.empty()) return false;
+    Closure c = std::move(splits.front());
+    splits.pop_front();
+    if (!sync) {
+      queue.Put(std::move(c));
+      if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(1);
+      return true;
+    }
+    for (int64_t r = 0; r < spec_.replicas; ++r) {
+      Closure replica = c;
+      replica.replica = static_cast<int>(r);
+      replica.preferred_worker = static_cast<int>(r % static_cast<int64_t>(workers_.size()));
+      queue.Put(std::move(replica));
+    }
+    if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(spec_.replicas);
+    return true;
+  };
+  if (sync) {
+    queue.SetOpen(true);
+    if (!put_next()) queue.SetOpen(false);
+  } else {
+    while (put_next()) {
+    }
+  }
+  // A synchronous split's replicas may all have to run on one worker (the
+  // others down): every worker can take every replica at once.
+  const int64_t per_worker =
+      sync ? std::max(spec_.train.closures_per_worker, spec_.replicas)
+           : spec_.train.closures_per_worker;
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers_.size(); ++w) {
-    for (int64_t k = 0; k < spec_.train.closures_per_worker; ++k) {
+    for (int64_t k = 0; k < per_worker; ++k) {
       threads.emplace_back([this, w, mode, &queue, totals] {
         DispatchLoop(static_cast<int>(w), mode, &queue, totals);
       });
@@ -363,7 +419,8 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
   // which pause the queue when one is due) and PS recovery run here, with
   // no closure in flight.
   while (true) {
-    const bool drained = queue.WaitFor(absl::Milliseconds(20));
+    const bool drained =
+        sync ? queue.WaitUntilEmpty(absl::Milliseconds(20)) : queue.WaitFor(absl::Milliseconds(20));
     if (ps_failed_) {
       queue.Pause();
       queue.WaitUntilIdle(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s));
@@ -371,6 +428,24 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
       queue.Stop(absl::AbortedError("rolled back"));
       end = PhaseEnd::kRolledBack;
       break;
+    }
+    if (sync) {
+      // Between splits nothing is in flight: the time for a checkpoint.
+      if (!drained) continue;
+      if (queue.stopped()) break;
+      if (CheckpointDue()) {
+        error = CheckpointWithRetries(/*final=*/false);
+        if (!error.ok()) {
+          queue.Stop(error);
+          break;
+        }
+        if (ps_failed_) continue;  // recovered above, on the next turn
+      }
+      if (!put_next()) {
+        queue.SetOpen(false);
+        break;
+      }
+      continue;
     }
     if (mode == TRAIN && CheckpointDue()) {
       queue.Pause();
@@ -530,7 +605,8 @@ absl::Status JobRunner::Run() {
                                   " epochs: nothing to train in this run"));
   }
 
-  const int64_t batch = spec_.data.per_replica_batch;
+  // A synchronous step takes a global batch (over the replicas).
+  const int64_t batch = Synchronous() ? spec_.data.global_batch : spec_.data.per_replica_batch;
   const int64_t closure_examples = spec_.train.steps_per_closure * batch;
   closures_per_epoch_ = CeilDiv(train_n, closure_examples);
   Update([&](JobStatusProto* s) {

@@ -9,6 +9,16 @@
 // worker, `closures_per_rpc` closures per round trip; closure_dispatch.h),
 // waits for the epoch, and evaluates with eval closures.
 //
+// strategy: central_storage (synchronous): a closure's split is
+// steps_per_closure global batches, and it runs as one closure per replica
+// (RunClosureRequest.replica; replica r prefers worker r mod workers), split
+// after split. The PS applies each step once every replica pushed its share
+// and answers the replicas' next pulls after it (ps/core/sync_steps.h), so
+// the replicas advance in lockstep; a replica whose worker fails is retried
+// elsewhere (every worker can run every replica) and its shares of steps
+// already applied are dropped as duplicates. Checkpoints are taken between
+// splits.
+//
 // Failures:
 // - A closure whose worker fails is retried on the same data split, on any
 //   worker, with backoff; one that fails `max_attempts` times fails the job
@@ -197,9 +207,13 @@ class JobRunner {
   void DispatchLoop(int worker, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals);
   // Returns the job's training steps done (this closure's included) and its
   // lost steps so far, for the job log.
+  // `split_done`: the closure finished its split (false for a replica of a
+  // synchronous split whose other replicas are not all done).
   std::pair<int64_t, int64_t> RecordSuccess(ClosureMode mode, const Closure& c,
-                                            const RunClosureResponse& r, PhaseTotals* totals)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                            const RunClosureResponse& r, PhaseTotals* totals,
+                                            bool* split_done) ABSL_LOCKS_EXCLUDED(mu_);
+  // strategy: central_storage.
+  bool Synchronous() const { return spec_.strategy == Strategy::kCentralStorage; }
   // Quiesced checkpoint of the current position. REQUIRES: no closure in flight.
   absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
   // Checkpoint() under checkpoint.on_failure / max_retries: a failed attempt
@@ -289,6 +303,8 @@ class JobRunner {
   // Data position: the epoch in progress and its finished splits.
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<int64_t> finished_splits_ ABSL_GUARDED_BY(mu_);
+  // Synchronous phase: replicas finished, by split.
+  std::map<int64_t, int64_t> sync_replicas_done_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> ps_incarnation_ ABSL_GUARDED_BY(mu_);
   int64_t steps_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);

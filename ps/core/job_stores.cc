@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/random/random.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/update_lease.h"
@@ -21,10 +23,69 @@ int64_t HeldBytes(const StatsResponse& stats) {
 
 }  // namespace
 
-JobStores::JobStores(VariableStore::Options store_options)
+JobStores::JobStores(VariableStore::Options store_options, absl::Duration sync_wait_timeout)
     : store_options_(std::move(store_options)),
+      sync_wait_timeout_(sync_wait_timeout),
       incarnation_(
-          absl::Uniform<uint64_t>(absl::BitGen(), 1, std::numeric_limits<uint64_t>::max())) {}
+          absl::Uniform<uint64_t>(absl::BitGen(), 1, std::numeric_limits<uint64_t>::max())) {
+  expire_thread_ = std::thread([this] { ExpireLoop(); });
+}
+
+JobStores::~JobStores() {
+  {
+    absl::MutexLock lock(&expire_mu_);
+    stop_ = true;
+  }
+  expire_thread_.join();
+  absl::flat_hash_map<std::string, Sync> syncs;
+  {
+    absl::MutexLock lock(&mu_);
+    syncs.swap(syncs_);
+  }
+  for (auto& [job, sync] : syncs) sync.steps->Reset("the PS is shutting down");
+}
+
+void JobStores::ExpireLoop() {
+  const absl::Duration tick = std::min(absl::Milliseconds(100), sync_wait_timeout_ / 4);
+  while (true) {
+    {
+      absl::MutexLock lock(&expire_mu_);
+      auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(expire_mu_) { return stop_; };
+      if (expire_mu_.AwaitWithTimeout(absl::Condition(&stopped), tick)) return;
+    }
+    std::vector<std::shared_ptr<SyncSteps>> steps;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      for (const auto& [job, sync] : syncs_) steps.push_back(sync.steps);
+    }
+    const absl::Time now = absl::Now();
+    for (const auto& s : steps) s->Expire(now);
+  }
+}
+
+std::shared_ptr<SyncSteps> JobStores::SyncFor(const std::string& job,
+                                              const std::shared_ptr<VariableStore>& store) {
+  absl::MutexLock lock(&mu_);
+  Sync& sync = syncs_[job];
+  if (sync.store != store) {
+    // First use, or the job ended and a new one of the same id began.
+    if (sync.steps != nullptr) sync.steps->Reset("the job's namespace was replaced");
+    sync.store = store;
+    sync.steps = std::make_shared<SyncSteps>(store.get(), sync_wait_timeout_);
+  }
+  return sync.steps;
+}
+
+void JobStores::ResetSync(const std::string& job, const std::string& why) {
+  Sync sync;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = syncs_.find(job);
+    if (it == syncs_.end()) return;
+    sync = it->second;
+  }
+  sync.steps->Reset(why);
+}
 
 absl::StatusOr<std::shared_ptr<VariableStore>> JobStores::Find(const std::string& job) {
   absl::ReaderMutexLock lock(&mu_);
@@ -103,9 +164,25 @@ absl::Status JobStores::Pull(const PullRequest& request, PullResponse* response)
 }
 
 absl::Status JobStores::Push(const PushRequest& request, PushResponse* response) {
-  ASSIGN_OR_RETURN(std::shared_ptr<VariableStore> store, Find(request.job()));
-  RETURN_IF_ERROR(CheckUpdateLease(request));
-  return store->Push(request, response);
+  absl::Notification answered;
+  absl::Status status;
+  PushAsync(request, response, [&](absl::Status s) {
+    status = std::move(s);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return status;
+}
+
+void JobStores::PushAsync(const PushRequest& request, PushResponse* response,
+                          SyncSteps::Done done) {
+  absl::StatusOr<std::shared_ptr<VariableStore>> store = Find(request.job());
+  if (!store.ok()) return done(store.status());
+  if (absl::Status s = CheckUpdateLease(request); !s.ok()) return done(s);
+  if (!request.has_update() || !request.update().has_sync()) {
+    return done((*store)->Push(request, response));
+  }
+  SyncFor(request.job(), *store)->Push(request, response, std::move(done));
 }
 
 absl::Status JobStores::Save(const SaveRequest& request, SaveResponse* response) {
@@ -119,6 +196,8 @@ absl::Status JobStores::Save(const SaveRequest& request, SaveResponse* response)
 absl::Status JobStores::Restore(const RestoreRequest& request, RestoreResponse* response) {
   ASSIGN_OR_RETURN(std::shared_ptr<VariableStore> store,
                    FindOrCreateWithKey(request.job(), request.variables().job_key()));
+  // Steps half-pushed before the rollback belong to the old state.
+  ResetSync(request.job(), "the job was restored from a checkpoint");
   return store->Restore(request, response);
 }
 
@@ -150,6 +229,7 @@ absl::Status JobStores::Stats(const StatsRequest& request, StatsResponse* respon
 
 absl::Status JobStores::EndJob(const EndJobRequest& request, EndJobResponse* response) {
   std::shared_ptr<VariableStore> store;
+  std::shared_ptr<SyncSteps> ended_sync;
   {
     absl::MutexLock lock(&mu_);
     auto it = stores_.find(request.job());
@@ -157,7 +237,12 @@ absl::Status JobStores::EndJob(const EndJobRequest& request, EndJobResponse* res
     store = std::move(it->second);
     stores_.erase(it);
     keys_.erase(request.job());
+    if (auto sync = syncs_.find(request.job()); sync != syncs_.end()) {
+      ended_sync = std::move(sync->second.steps);
+      syncs_.erase(sync);
+    }
   }
+  if (ended_sync != nullptr) ended_sync->Reset("the job ended");
   StatsResponse stats;
   RETURN_IF_ERROR(store->Stats(StatsRequest(), &stats));
   response->set_existed(true);

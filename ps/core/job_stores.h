@@ -22,6 +22,12 @@
 // - Stats of such a job is empty, not an error; every Stats answer carries
 //   the process's incarnation, every job held, and the bytes held in all.
 //
+// Pushes of synchronous steps (UpdateKey.sync, strategy: central_storage)
+// go to the job's SyncSteps (sync_steps.h) after the lease check: PushAsync
+// answers them when their step is applied; Push waits for that. A restore or
+// the job's end abandons the job's pending steps (their waiters get ABORTED).
+// A background thread expires waits past `sync_wait_timeout`.
+//
 // A request in flight keeps its store alive (shared ownership), so EndJob
 // never frees memory under a running call; the store goes when the last
 // call on it returns.
@@ -33,14 +39,17 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "protos/ps.pb.h"
 #include "ps/core/memory_budget.h"
+#include "ps/core/sync_steps.h"
 #include "ps/core/variable_store.h"
 
 namespace pscluster {
@@ -49,8 +58,10 @@ class JobStores {
  public:
   // `store_options` configures every job's store (shared metrics registry
   // included: the pscluster_ps_* counters count over all jobs).
-  explicit JobStores(VariableStore::Options store_options);
+  explicit JobStores(VariableStore::Options store_options,
+                     absl::Duration sync_wait_timeout = absl::Seconds(20));
   JobStores() : JobStores(VariableStore::Options()) {}
+  ~JobStores();
 
   JobStores(const JobStores&) = delete;
   JobStores& operator=(const JobStores&) = delete;
@@ -58,7 +69,12 @@ class JobStores {
   absl::Status CreateVariables(const CreateVariablesRequest& request,
                                CreateVariablesResponse* response);
   absl::Status Pull(const PullRequest& request, PullResponse* response);
+  // Blocks until a synchronous share is answered (see PushAsync).
   absl::Status Push(const PushRequest& request, PushResponse* response);
+  // Push for callers that must not block: `done` runs exactly once, here or
+  // (a synchronous share with a fused pull) on another thread once its step
+  // is applied or its wait expires. `response` must live until then.
+  void PushAsync(const PushRequest& request, PushResponse* response, SyncSteps::Done done);
   absl::Status Stats(const StatsRequest& request, StatsResponse* response);
   absl::Status Save(const SaveRequest& request, SaveResponse* response);
   absl::Status Restore(const RestoreRequest& request, RestoreResponse* response);
@@ -92,12 +108,30 @@ class JobStores {
   // lease checks and its step lies below the leased count.
   absl::Status CheckUpdateLease(const PushRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The job's synchronous steps over `store`, created on first use.
+  std::shared_ptr<SyncSteps> SyncFor(const std::string& job,
+                                     const std::shared_ptr<VariableStore>& store)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the job's synchronous steps (answering their waiters).
+  void ResetSync(const std::string& job, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  void ExpireLoop();
+
   const VariableStore::Options store_options_;
+  const absl::Duration sync_wait_timeout_;
   const uint64_t incarnation_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<VariableStore>> stores_ ABSL_GUARDED_BY(mu_);
   // Job keys of the namespaces in stores_ (absent or empty: no leases).
   absl::flat_hash_map<std::string, std::string> keys_ ABSL_GUARDED_BY(mu_);
+  // Each entry holds its store alive as long as the entry exists.
+  struct Sync {
+    std::shared_ptr<VariableStore> store;
+    std::shared_ptr<SyncSteps> steps;
+  };
+  absl::flat_hash_map<std::string, Sync> syncs_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex expire_mu_;
+  bool stop_ ABSL_GUARDED_BY(expire_mu_) = false;
+  std::thread expire_thread_;
 };
 
 }  // namespace pscluster

@@ -413,29 +413,10 @@ void VariableStore::ReadPull(const CheckedPull& pull, PullResponse* response,
   if (metrics_) metrics_->bytes_pulled.Increment(static_cast<double>(bytes));
 }
 
-absl::Status VariableStore::Push(const PushRequest& request, PushResponse* response) {
-  if (metrics_) metrics_->push_requests.Increment();
-  absl::ReaderMutexLock state(&state_mu_);
-  if (request.has_update() && request.update().step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update key of closure ", request.update().closure_id(), ": step ",
-                     request.update().step(), " is negative"));
-  }
-  if (request.has_update() && request.update().has_global_step() &&
-      request.update().global_step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update key of closure ", request.update().closure_id(), ": global_step ",
-                     request.update().global_step(), " is negative"));
-  }
-  // The job's step this push belongs to, for learning-rate schedules; -1:
-  // none given (the configured rate).
-  const int64_t global_step = request.has_update() && request.update().has_global_step()
-                                  ? request.update().global_step()
-                                  : -1;
-  // Check every gradient before applying any.
-  std::vector<std::pair<Variable*, absl::Span<const float>>> updates;
-  updates.reserve(request.gradients_size());
-  int64_t bytes = 0;
+absl::Status VariableStore::CheckGradients(
+    const PushRequest& request, std::vector<std::pair<Variable*, absl::Span<const float>>>* updates,
+    std::vector<std::pair<RowRequest, absl::Span<const float>>>* sparse, int64_t* bytes) {
+  updates->reserve(request.gradients_size());
   for (const NamedTensor& grad : request.gradients()) {
     ASSIGN_OR_RETURN(Variable * var, Find(grad.name()));
     if (var->is_table()) {
@@ -451,11 +432,10 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
       if (metrics_) metrics_->rejected_non_finite.Increment();
       return s;
     }
-    updates.emplace_back(var, values);
-    bytes += static_cast<int64_t>(grad.tensor().data().size());
+    updates->emplace_back(var, values);
+    *bytes += static_cast<int64_t>(grad.tensor().data().size());
   }
-  std::vector<std::pair<RowRequest, absl::Span<const float>>> sparse;
-  sparse.reserve(request.sparse_size());
+  sparse->reserve(request.sparse_size());
   for (const SparseGradient& grad : request.sparse()) {
     ASSIGN_OR_RETURN(RowRequest r, CheckRowRequest(grad.name(), grad.ids(), "sparse gradient"));
     absl::flat_hash_set<uint64_t> seen;
@@ -479,9 +459,49 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
       if (metrics_) metrics_->rejected_non_finite.Increment();
       return s;
     }
-    bytes += static_cast<int64_t>(grad.rows().data().size());
-    sparse.emplace_back(std::move(r), rows);
+    *bytes += static_cast<int64_t>(grad.rows().data().size());
+    sparse->emplace_back(std::move(r), rows);
   }
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::CheckPush(const PushRequest& request) {
+  absl::ReaderMutexLock state(&state_mu_);
+  std::vector<std::pair<Variable*, absl::Span<const float>>> updates;
+  std::vector<std::pair<RowRequest, absl::Span<const float>>> sparse;
+  int64_t bytes = 0;
+  return CheckGradients(request, &updates, &sparse, &bytes);
+}
+
+bool VariableStore::KeyApplied(int64_t closure_id, int64_t step) {
+  absl::MutexLock lock(&applied_mu_);
+  return closure_id < retired_below_ || applied_keys_.contains({closure_id, step});
+}
+
+absl::Status VariableStore::Push(const PushRequest& request, PushResponse* response) {
+  if (metrics_) metrics_->push_requests.Increment();
+  absl::ReaderMutexLock state(&state_mu_);
+  if (request.has_update() && request.update().step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update key of closure ", request.update().closure_id(), ": step ",
+                     request.update().step(), " is negative"));
+  }
+  if (request.has_update() && request.update().has_global_step() &&
+      request.update().global_step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update key of closure ", request.update().closure_id(), ": global_step ",
+                     request.update().global_step(), " is negative"));
+  }
+  // The job's step this push belongs to, for learning-rate schedules; -1:
+  // none given (the configured rate).
+  const int64_t global_step = request.has_update() && request.update().has_global_step()
+                                  ? request.update().global_step()
+                                  : -1;
+  // Check every gradient before applying any.
+  std::vector<std::pair<Variable*, absl::Span<const float>>> updates;
+  std::vector<std::pair<RowRequest, absl::Span<const float>>> sparse;
+  int64_t bytes = 0;
+  RETURN_IF_ERROR(CheckGradients(request, &updates, &sparse, &bytes));
   // Room for the hash-table rows this push (and its fused pull) may create.
   RowReservation new_rows(this);
   for (const auto& [r, grad] : sparse) {

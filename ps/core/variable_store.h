@@ -48,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "protos/ps.pb.h"
 
 namespace prometheus {
@@ -143,6 +144,14 @@ class VariableStore {
   // On any error the fused pull (request.pull) is not answered.
   absl::Status Push(const PushRequest& request, PushResponse* response);
 
+  // Push's checks of the gradients (not of the update key or the fused
+  // pull), applying nothing: OK when Push would accept them.
+  absl::Status CheckPush(const PushRequest& request);
+
+  // True when the update key (closure_id, step) has been applied (or its
+  // closure is below the pruning watermark): a push with it is a duplicate.
+  bool KeyApplied(int64_t closure_id, int64_t step);
+
   // Per-variable kind, sizes, rows, evictions and update counts (sorted by
   // name), the total, and the keyed pushes applied and dropped as duplicates
   // by this process.
@@ -216,6 +225,15 @@ class VariableStore {
   // NOT_FOUND or INVALID_ARGUMENT as Pull and Push describe.
   absl::StatusOr<RowRequest> CheckRowRequest(const std::string& name, const std::string& ids,
                                              const char* what)
+      ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
+
+  // Push's checks of every gradient and sparse gradient (nothing applied):
+  // resolves their variables into `updates` and `sparse` and adds their
+  // bytes to `bytes`.
+  absl::Status CheckGradients(
+      const PushRequest& request,
+      std::vector<std::pair<Variable*, absl::Span<const float>>>* updates,
+      std::vector<std::pair<RowRequest, absl::Span<const float>>>* sparse, int64_t* bytes)
       ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
 
   // Pull's checks: every named variable and lookup resolved, the bytes of

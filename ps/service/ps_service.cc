@@ -53,20 +53,29 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
+  const absl::Time start = absl::Now();
   std::shared_ptr<PushRequest> req = push_requests_.Get();
   std::shared_ptr<PushResponse> resp = push_responses_.Get();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const size_t request_bytes = request->Length();
-  grpc::Status status = handler_.Run("Push", [&]() -> absl::Status {
-    absl::Status s = ParseFromByteBuffer(*request, req.get(), "PushRequest");
-    // gRPC would release the request's buffers only after this call is
-    // done; once parsed they are not needed, so a large one is released
-    // now and the trim below can give its memory back. The buffer is gRPC's
-    // per-call message object, handed to us as const only by convention.
-    if (request_bytes >= kTrimAfterBytes) const_cast<grpc::ByteBuffer*>(request)->Clear();
-    if (s.ok()) s = jobs_->Push(*req, resp.get());
+  absl::Status parsed = ParseFromByteBuffer(*request, req.get(), "PushRequest");
+  // gRPC would release the request's buffers only after this call is
+  // done; once parsed they are not needed, so a large one is released
+  // now and the trim below can give its memory back. The buffer is gRPC's
+  // per-call message object, handed to us as const only by convention.
+  if (request_bytes >= kTrimAfterBytes) const_cast<grpc::ByteBuffer*>(request)->Clear();
+  // Answered here, or later by another call's thread (a synchronous share
+  // whose step waits for other replicas: ps/core/sync_steps.h). The pooled
+  // response lives in the callback until gRPC has sent it.
+  auto done = [this, reactor, resp, response, start](absl::Status s) {
     if (s.ok()) SerializeToByteBuffer(*resp, resp, response);
-    return s;
-  });
+    reactor->Finish(handler_.Record("Push", s, start));
+  };
+  if (!parsed.ok()) {
+    done(parsed);
+  } else {
+    jobs_->PushAsync(*req, resp.get(), std::move(done));
+  }
   const size_t dropped = push_requests_.dropped();
   req.reset();
   // A request too large for the pool was just freed, and gRPC assembled it
@@ -74,8 +83,6 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
   // back, so that a PS stays near its parameters plus slots in resident
   // memory (bench/memory_bench).
   if (request_bytes >= kTrimAfterBytes && push_requests_.dropped() != dropped) malloc_trim(0);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
   return reactor;
 }
 

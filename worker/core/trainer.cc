@@ -49,6 +49,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   if (t->ps_.empty()) return absl::InvalidArgumentError("the job has no PS task");
   ASSIGN_OR_RETURN(t->router_, ParamRouter::Create(t->model_->variables(), placement,
                                                    static_cast<int>(t->ps_.size())));
+  t->ps_holds_variables_.assign(t->ps_.size(), false);
+  for (const VariablePlacementProto& v : placement) {
+    if (v.shards_size() == 0) t->ps_holds_variables_[v.ps_index()] = true;
+    for (const ShardProto& shard : v.shards()) t->ps_holds_variables_[shard.ps_index()] = true;
+  }
   ASSIGN_OR_RETURN(t->train_, LoadDataset(spec.data.train, spec.model));
   ASSIGN_OR_RETURN(t->eval_, LoadDataset(spec.data.eval, spec.model));
   for (const Dataset* d : {&t->train_, &t->eval_}) {
@@ -132,7 +137,8 @@ absl::Status Trainer::Pull(Context* ctx) {
 }
 
 absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64_t step_index,
-                           int64_t global_step, bool with_next_pull) {
+                           int64_t global_step, bool with_next_pull, int64_t sync_examples) {
+  const bool sync = sync_examples >= 0;
   ctx->pushed.resize(ps_.size());
   if (with_next_pull) ctx->pulled.resize(ps_.size());
   // Every PS's push is started before any is waited for: the PS apply them
@@ -142,7 +148,9 @@ absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64
     PushRequest& push = ctx->push[p];
     const bool pull = with_next_pull && HasWork(ctx->step.pull[p]);
     if (with_next_pull) ctx->pulled[p].Clear();
-    if (!HasWork(push) && !pull) continue;
+    // A synchronous step needs every PS that holds the job's variables to
+    // hear from every replica, with or without gradients for it.
+    if (!HasWork(push) && !pull && !(sync && ps_holds_variables_[p])) continue;
     if (pull) {
       *push.mutable_pull() = ctx->step.pull[p];
     } else {
@@ -159,6 +167,14 @@ absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64
     key->set_global_step(global_step);
     key->set_lease(closure.lease());
     key->set_lease_steps(closure.lease_steps());
+    if (sync) {
+      SyncShare* share = key->mutable_sync();
+      share->set_replica(closure.replica());
+      share->set_replicas(static_cast<int32_t>(spec_.replicas));
+      share->set_examples(sync_examples);
+    } else {
+      key->clear_sync();
+    }
     calls[p] = ps_[p]->StartPush(push, &ctx->pushed[p]);
   }
   absl::Status status;
@@ -224,7 +240,25 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
   const std::vector<int64_t>& rows = train ? *order : eval_order_;
 
   ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, AcquireContext());
-  const int64_t batch = spec_.data.per_replica_batch;
+  // A synchronous replica (strategy: central_storage) steps through the
+  // split a global batch at a time and trains on its slice of each; others
+  // train on per_replica_batch examples a step.
+  const bool sync = train && request.has_replica();
+  if (sync && (request.replica() < 0 || request.replica() >= spec_.replicas)) {
+    ReleaseContext(std::move(ctx));
+    return absl::InvalidArgumentError(absl::StrCat("closure ", request.closure_id(),
+                                                   ": replica ", request.replica(),
+                                                   " of a job of ", spec_.replicas,
+                                                   " replicas"));
+  }
+  const int64_t replica_batch = spec_.data.per_replica_batch;
+  const int64_t batch = sync ? spec_.data.global_batch : replica_batch;
+  // This replica's slice [lo, hi) of the step [b, e).
+  auto slice = [&](int64_t b, int64_t e) -> std::pair<int64_t, int64_t> {
+    if (!sync) return {b, e};
+    const int64_t lo = std::min(e, b + request.replica() * replica_batch);
+    return {lo, std::min(e, lo + replica_batch)};
+  };
   absl::Status status;
   double compute = 0, pull = 0, push = 0;
   const bool lookups = model_->num_features() > 0;
@@ -234,9 +268,10 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
   absl::Status next_plan;
   for (int64_t b = split.begin(); b < split.end() && status.ok(); b += batch) {
     const int64_t e = std::min(split.end(), b + batch);
+    const auto [lo, hi] = slice(b, e);
     absl::Time t0 = absl::Now();
     if (!pulled_with_push) {
-      Gather(data, rows, b, e, ctx.get());
+      Gather(data, rows, lo, hi, ctx.get());
       compute += SecondsSince(t0);
       // Evaluation reads the dense variables once per closure; training
       // re-reads them every step. Embedding rows are looked up every step.
@@ -256,31 +291,47 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
     // its learning rate on the PS (UpdateKey.global_step).
     const int64_t global_step = split.epoch() * ((train_.count + batch - 1) / batch) + b / batch;
     if (train) {
-      // Dropout masks depend only on (seed, global step): a retried closure
-      // pushes the same gradients.
+      // Dropout masks depend only on (seed, global step, replica): a
+      // retried closure pushes the same gradients.
       ctx->batch.seed = StepSeed(spec_.seed, global_step);
-      model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
-                        &ctx->grads, &ctx->row_grads, &step);
+      if (sync && request.replica() > 0) {
+        ctx->batch.seed = StepSeed(ctx->batch.seed, request.replica());
+      }
+      if (hi > lo) {
+        model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
+                          &ctx->grads, &ctx->row_grads, &step);
+      }
       // A diverged model: its gradients are not pushed.
       if (!std::isfinite(step.loss_sum)) {
         status = NonFiniteLoss(step, absl::StrCat("at global step ", global_step), request);
         compute += SecondsSince(t0);
         break;
       }
-      router_->BuildPush(ctx->step, &ctx->grads, ctx->row_grads, &ctx->push);
+      if (hi > lo) {
+        router_->BuildPush(ctx->step, &ctx->grads, ctx->row_grads, &ctx->push);
+      } else {
+        // An empty slice (the epoch's last step is short): a share of no
+        // examples still counts the replica in.
+        ctx->push.resize(ps_.size());
+        for (PushRequest& p : ctx->push) {
+          p.clear_gradients();
+          p.clear_sparse();
+        }
+      }
       // The next step of this closure is gathered and planned now, so that
       // its pull rides on this push. A plan that fails (e.g. an id outside
       // a vocabulary) still lets this step's push go out alone first.
       pulled_with_push = false;
       if (e < split.end()) {
-        Gather(data, rows, e, std::min(split.end(), e + batch), ctx.get());
+        const auto [next_lo, next_hi] = slice(e, std::min(split.end(), e + batch));
+        Gather(data, rows, next_lo, next_hi, ctx.get());
         next_plan = router_->PlanStep(/*with_dense=*/true, ctx->unique_ids, &ctx->step);
         pulled_with_push = next_plan.ok();
       }
       compute += SecondsSince(t0);
       const absl::Time t1 = absl::Now();
       status = Push(ctx.get(), request, (b - split.begin()) / batch, global_step,
-                    pulled_with_push);
+                    pulled_with_push, sync ? hi - lo : -1);
       push += SecondsSince(t1);
       if (absl::IsInvalidArgument(status) && absl::StrContains(status.message(), "non-finite")) {
         // The PS refused a NaN or Inf gradient (ps/core/variable_store.h):

@@ -64,9 +64,16 @@ class Trainer {
   // N ..."). Global steps count from 0 over the job's training order, every
   // epoch having ceil(train examples / per_replica_batch) of them; each push
   // carries its step's (UpdateKey.global_step), which picks the step's
-  // learning rate when the job has a schedule (a retry sends the same). EVAL of a sigmoid model also returns the probability
-  // histograms (kAucBuckets each). NOOP returns OK at once with an empty
-  // response, touching neither data nor PS.
+  // learning rate when the job has a schedule (a retry sends the same).
+  // A TRAIN closure with a `replica` (strategy: central_storage) steps a
+  // global_batch at a time (global steps then count global batches), trains
+  // on the replica's slice of each and pushes it as the replica's share of
+  // the step (UpdateKey.sync) to every PS holding a variable; each next
+  // step's pull is answered once every replica's share is in and the step
+  // applied. INVALID_ARGUMENT: a replica outside [0, replicas). EVAL of a
+  // sigmoid model also returns the probability histograms (kAucBuckets
+  // each). NOOP returns OK at once with an empty response, touching neither
+  // data nor PS.
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response);
 
   const std::string& backend_name() const { return backend_name_; }
@@ -104,8 +111,11 @@ class Trainer {
   // `with_next_pull`, each push also carries ctx->step.pull (the next step's,
   // already planned), and its answers are read into ctx->params / ctx->rows
   // as Pull does.
+  // `sync_examples` >= 0: the push is the closure's replica's share of a
+  // synchronous step over that many examples (UpdateKey.sync), sent to
+  // every PS holding a variable of the job.
   absl::Status Push(Context* ctx, const RunClosureRequest& closure, int64_t step_index,
-                    int64_t global_step, bool with_next_pull);
+                    int64_t global_step, bool with_next_pull, int64_t sync_examples = -1);
   // Copies examples order[begin, end) into the context's batch buffers and
   // dedupes each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,
@@ -121,6 +131,8 @@ class Trainer {
   std::vector<std::unique_ptr<PsClient>> ps_;
   std::string job_;  // the job's namespace on every PS
   std::unique_ptr<ParamRouter> router_;
+  // By PS index: the placement gives it at least one variable.
+  std::vector<bool> ps_holds_variables_;
   std::string backend_name_;
 
   absl::Mutex mu_;

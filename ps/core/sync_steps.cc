@@ -1,0 +1,271 @@
+#include "ps/core/sync_steps.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+
+namespace pscluster {
+namespace {
+
+std::string StepName(const std::string& job, int64_t closure_id, int64_t step) {
+  return absl::StrCat("synchronous step ", step, " of closure ", closure_id, " (job '", job, "')");
+}
+
+void AddScaled(const char* bytes, float scale, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, bytes + i * sizeof(float), sizeof(float));
+    out[i] += scale * v;
+  }
+}
+
+std::string FloatBytes(const std::vector<float>& values, float scale) {
+  std::string out(values.size() * sizeof(float), '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i] * scale;
+    std::memcpy(out.data() + i * sizeof(float), &v, sizeof(float));
+  }
+  return out;
+}
+
+}  // namespace
+
+SyncSteps::SyncSteps(VariableStore* store, absl::Duration wait_timeout)
+    : store_(store), wait_timeout_(wait_timeout) {}
+
+SyncSteps::~SyncSteps() { Reset("the job ended on this PS"); }
+
+int64_t SyncSteps::applied_steps() const {
+  absl::MutexLock lock(&mu_);
+  return applied_steps_;
+}
+
+int64_t SyncSteps::expired_waits() const {
+  absl::MutexLock lock(&mu_);
+  return expired_waits_;
+}
+
+absl::Status SyncSteps::Add(const PushRequest& request, int64_t examples, Step* step) {
+  if (examples == 0) return absl::OkStatus();  // an empty slice: no gradient
+  const float w = static_cast<float>(examples);
+  for (const NamedTensor& g : request.gradients()) {
+    const std::string& data = g.tensor().data();
+    const size_t n = data.size() / sizeof(float);
+    DenseSum& sum = step->dense[g.name()];
+    if (sum.sum.empty()) {
+      sum.like = g.tensor();
+      sum.like.clear_data();
+      sum.sum.assign(n, 0.0f);
+    } else if (sum.sum.size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient for variable '", g.name(), "' has ",
+                                                     n,
+                                                     " elements; the step's other replicas "
+                                                     "pushed ",
+                                                     sum.sum.size()));
+    }
+    AddScaled(data.data(), w, sum.sum.data(), n);
+  }
+  for (const SparseGradient& g : request.sparse()) {
+    const size_t ids = g.ids().size() / sizeof(uint64_t);
+    const std::string& rows = g.rows().data();
+    const int64_t width = ids == 0 ? 0 : static_cast<int64_t>(rows.size() / sizeof(float) / ids);
+    SparseSum& sum = step->sparse[g.name()];
+    if (ids == 0) continue;
+    if (sum.width == 0) {
+      sum.width = width;
+    } else if (sum.width != width) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient rows for variable '", g.name(),
+                                                     "' are ", width,
+                                                     " wide; the step's other "
+                                                     "replicas pushed ",
+                                                     sum.width));
+    }
+    for (size_t i = 0; i < ids; ++i) {
+      uint64_t id;
+      std::memcpy(&id, g.ids().data() + i * sizeof(uint64_t), sizeof(uint64_t));
+      auto [it, inserted] = sum.index.emplace(id, static_cast<int64_t>(sum.ids.size()));
+      if (inserted) {
+        sum.ids.push_back(id);
+        sum.rows.resize(sum.rows.size() + static_cast<size_t>(width), 0.0f);
+      }
+      AddScaled(rows.data() + i * width * sizeof(float), w, sum.rows.data() + it->second * width,
+                static_cast<size_t>(width));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SyncSteps::Push(const PushRequest& request, PushResponse* response, Done done) {
+  const UpdateKey& key = request.update();
+  const SyncShare& share = key.sync();
+  const std::string name = StepName(request.job(), key.closure_id(), key.step());
+  if (share.replicas() < 1 || share.replica() < 0 || share.replica() >= share.replicas()) {
+    done(absl::InvalidArgumentError(absl::StrCat(name, ": replica ", share.replica(), " of ",
+                                                 share.replicas(), " is not a replica")));
+    return;
+  }
+  if (share.examples() < 0) {
+    done(absl::InvalidArgumentError(absl::StrCat(name, ": replica ", share.replica(), " gave ",
+                                                 share.examples(), " examples")));
+    return;
+  }
+  if (share.examples() == 0 && (request.gradients_size() > 0 || request.sparse_size() > 0)) {
+    done(absl::InvalidArgumentError(
+        absl::StrCat(name, ": replica ", share.replica(), " pushed gradients of 0 examples")));
+    return;
+  }
+  // The gradients must be ones Push would take, before they are summed.
+  if (absl::Status s = store_->CheckPush(request); !s.ok()) {
+    done(s);
+    return;
+  }
+  std::vector<Answer> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    const Key k{key.closure_id(), key.step()};
+    if (store_->KeyApplied(k.first, k.second)) {
+      // A retried replica's share of a step that is done.
+      response->set_duplicate(true);
+      absl::Status s;
+      if (request.has_pull()) s = store_->Pull(request.pull(), response->mutable_pulled());
+      answers.emplace_back(std::move(done), s);
+    } else {
+      auto it = pending_.find(k);
+      if (it == pending_.end()) {
+        if (static_cast<int>(pending_.size()) >= kMaxPendingSteps) {
+          answers.emplace_back(std::move(done),
+                               absl::ResourceExhaustedError(absl::StrCat(
+                                   name, ": ", pending_.size(),
+                                   " synchronous steps are already waiting for replicas")));
+        } else {
+          it = pending_.emplace(k, Step()).first;
+          it->second.replicas = share.replicas();
+          it->second.pushed.assign(static_cast<size_t>(share.replicas()), false);
+          it->second.global_step = key.has_global_step() ? key.global_step() : -1;
+        }
+      }
+      if (answers.empty()) {
+        Step& step = it->second;
+        absl::Status s;
+        if (share.replicas() != step.replicas) {
+          s = absl::InvalidArgumentError(
+              absl::StrCat(name, ": replica ", share.replica(), " counts ", share.replicas(),
+                           " replicas, the step's first share ", step.replicas));
+        } else if (!step.pushed[static_cast<size_t>(share.replica())]) {
+          s = Add(request, share.examples(), &step);
+          if (s.ok()) {
+            step.pushed[static_cast<size_t>(share.replica())] = true;
+            step.examples += share.examples();
+          }
+        } else {
+          response->set_duplicate(true);  // this replica's share is in already
+        }
+        if (!s.ok()) {
+          answers.emplace_back(std::move(done), s);
+        } else {
+          if (request.has_pull()) {
+            step.waiters.push_back(
+                Waiter{request.pull(), response, std::move(done), absl::Now() + wait_timeout_});
+          } else {
+            answers.emplace_back(std::move(done), absl::OkStatus());
+          }
+          if (std::all_of(step.pushed.begin(), step.pushed.end(), [](bool b) { return b; })) {
+            Step complete = std::move(step);
+            pending_.erase(it);
+            Apply(k, std::move(complete), &answers);
+          }
+        }
+      }
+    }
+  }
+  for (auto& [d, s] : answers) d(s);
+}
+
+void SyncSteps::Apply(const Key& key, Step step, std::vector<Answer>* answers) {
+  PushRequest apply;
+  UpdateKey* u = apply.mutable_update();
+  u->set_closure_id(key.first);
+  u->set_step(key.second);
+  if (step.global_step >= 0) u->set_global_step(step.global_step);
+  if (step.examples > 0) {
+    const float scale = 1.0f / static_cast<float>(step.examples);
+    for (auto& [name, sum] : step.dense) {
+      NamedTensor* t = apply.add_gradients();
+      t->set_name(name);
+      *t->mutable_tensor() = std::move(sum.like);
+      t->mutable_tensor()->set_data(FloatBytes(sum.sum, scale));
+    }
+    for (auto& [name, sum] : step.sparse) {
+      if (sum.ids.empty()) continue;
+      SparseGradient* g = apply.add_sparse();
+      g->set_name(name);
+      std::string ids(sum.ids.size() * sizeof(uint64_t), '\0');
+      std::memcpy(ids.data(), sum.ids.data(), ids.size());
+      g->set_ids(std::move(ids));
+      TensorProto* rows = g->mutable_rows();
+      rows->set_dtype(DT_FLOAT32);
+      rows->add_shape(static_cast<int64_t>(sum.ids.size()));
+      rows->add_shape(sum.width);
+      rows->set_data(FloatBytes(sum.rows, scale));
+    }
+  }
+  PushResponse ignored;
+  const absl::Status applied = store_->Push(apply, &ignored);
+  if (applied.ok()) ++applied_steps_;
+  for (Waiter& w : step.waiters) {
+    absl::Status s = applied;
+    if (s.ok()) s = store_->Pull(w.pull, w.response->mutable_pulled());
+    answers->emplace_back(std::move(w.done), s);
+  }
+}
+
+void SyncSteps::Expire(absl::Time now) {
+  std::vector<Answer> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, step] : pending_) {
+      auto late = [now](const Waiter& w) { return w.deadline <= now; };
+      if (std::none_of(step.waiters.begin(), step.waiters.end(), late)) continue;
+      std::vector<int> missing;
+      for (size_t r = 0; r < step.pushed.size(); ++r) {
+        if (!step.pushed[r]) missing.push_back(static_cast<int>(r));
+      }
+      const std::string why = absl::StrCat(
+          "synchronous step ", key.second, " of closure ", key.first, ": waited ",
+          absl::FormatDuration(wait_timeout_), " for replica(s) ", absl::StrJoin(missing, ", "),
+          " of ", step.replicas, "; the shares in are kept for their retry");
+      std::vector<Waiter> keep;
+      for (Waiter& w : step.waiters) {
+        if (late(w)) {
+          ++expired_waits_;
+          answers.emplace_back(std::move(w.done), absl::AbortedError(why));
+        } else {
+          keep.push_back(std::move(w));
+        }
+      }
+      step.waiters = std::move(keep);
+    }
+  }
+  for (auto& [d, s] : answers) d(s);
+}
+
+void SyncSteps::Reset(const std::string& why) {
+  std::vector<Answer> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, step] : pending_) {
+      for (Waiter& w : step.waiters) {
+        answers.emplace_back(std::move(w.done), absl::AbortedError(absl::StrCat(
+                                                    "synchronous step ", key.second, " of closure ",
+                                                    key.first, " abandoned: ", why)));
+      }
+    }
+    pending_.clear();
+  }
+  for (auto& [d, s] : answers) d(s);
+}
+
+}  // namespace pscluster
