@@ -9,6 +9,8 @@
 #              restarts it at its address, the job still succeeds, the JSON
 #              counts the restarts, and each PS applied every scheduled step
 #              exactly once
+#   restart_worker_sync  the same with strategy: central_storage (a killed
+#              replica's closures run again; each global step applied once)
 #   bad_input  malformed specs and missing data files exit 2 with file:line:col
 #   one_device the same job with strategy: one_device trains in psctl's own
 #              process (no children) to the accuracy of a 2 PS x 1 worker cluster
@@ -184,7 +186,7 @@ child_matching() {
 test_restart_worker() {
   # Long enough to kill a worker twice while it trains (~40 s on 2 cores; the
   # job of the brief, 3 epochs of 20000 examples, is over in 2 s).
-  write_job "$TMP/job.yaml" 15 60000
+  write_job "$TMP/job.yaml" 15 60000 "${1:-parameter_server}"
   local run_dir="$TMP/restart-run"
   start_psctl "$TMP/job.yaml" --ps 2 --workers 2 --output json --run_dir "$run_dir" --describe
   if ! watch_children 240; then
@@ -389,6 +391,7 @@ case "$case_name" in
   train) test_train ;;
   tls) test_tls ;;
   kill9) test_kill9 ;;
+  restart_worker_sync) test_restart_worker central_storage ;;
   restart_worker) test_restart_worker ;;
   bad_input) test_bad_input ;;
   one_device) test_one_device ;;

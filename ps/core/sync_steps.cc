@@ -129,6 +129,7 @@ void SyncSteps::Push(const PushRequest& request, PushResponse* response, Done do
     if (store_->KeyApplied(k.first, k.second)) {
       // A retried replica's share of a step that is done.
       response->set_duplicate(true);
+      store_->CountDuplicate();
       absl::Status s;
       if (request.has_pull()) s = store_->Pull(request.pull(), response->mutable_pulled());
       answers.emplace_back(std::move(done), s);
@@ -162,6 +163,7 @@ void SyncSteps::Push(const PushRequest& request, PushResponse* response, Done do
           }
         } else {
           response->set_duplicate(true);  // this replica's share is in already
+          store_->CountDuplicate();
         }
         if (!s.ok()) {
           answers.emplace_back(std::move(done), s);

@@ -473,6 +473,11 @@ absl::Status VariableStore::CheckPush(const PushRequest& request) {
   return CheckGradients(request, &updates, &sparse, &bytes);
 }
 
+void VariableStore::CountDuplicate() {
+  duplicate_steps_.fetch_add(1, std::memory_order_relaxed);
+  if (metrics_) metrics_->duplicate_steps.Increment();
+}
+
 bool VariableStore::KeyApplied(int64_t closure_id, int64_t step) {
   absl::MutexLock lock(&applied_mu_);
   return closure_id < retired_below_ || applied_keys_.contains({closure_id, step});

@@ -151,6 +151,9 @@ class VariableStore {
   // True when the update key (closure_id, step) has been applied (or its
   // closure is below the pruning watermark): a push with it is a duplicate.
   bool KeyApplied(int64_t closure_id, int64_t step);
+  // Counts a keyed push dropped as a duplicate elsewhere (a synchronous
+  // share of a step already applied: SyncSteps), as Push counts its own.
+  void CountDuplicate();
 
   // Per-variable kind, sizes, rows, evictions and update counts (sorted by
   // name), the total, and the keyed pushes applied and dropped as duplicates
