@@ -118,7 +118,7 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
   if (json) {
     RunResult result;
     result.status = status;
-    result.strategy = "one_device";
+    result.strategy = StrategyName(spec.strategy);
     result.ps = 0;
     result.workers = 1;
     result.describe = describe;

@@ -63,7 +63,9 @@ int RunLocal(const LocalRunOptions& options) {
     std::fprintf(stderr, "%s: %s\n", options.spec_path.c_str(), std::string(s.message()).c_str());
     return kExitUsage;
   }
-  if (spec->strategy == Strategy::kOneDevice) return RunOneDevice(*spec, options);
+  if (spec->strategy == Strategy::kOneDevice || spec->strategy == Strategy::kMirrored) {
+    return RunOneDevice(*spec, options);
+  }
   return RunParameterServerJob(*spec, options);
 }
 

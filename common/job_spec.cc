@@ -907,8 +907,8 @@ void ParseFaultTolerance(const YAML::Node& n, FaultToleranceSpec* f) {
 JobSpec ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) Fail(root, "the job spec is empty");
   CheckKeys(root, "the job spec",
-            {"name", "strategy", "device", "seed", "model", "optimizer", "variable_partitioner",
-             "data", "train", "checkpoint", "fault_tolerance"});
+            {"name", "strategy", "device", "devices", "seed", "model", "optimizer",
+             "variable_partitioner", "data", "train", "checkpoint", "fault_tolerance"});
   JobSpec spec;
   spec.name = root["name"] ? Str(root["name"], "name") : "job";
   if (YAML::Node s = root["strategy"]) {
@@ -916,8 +916,10 @@ JobSpec ParseRoot(const YAML::Node& root) {
     if (v == "parameter_server") spec.strategy = Strategy::kParameterServer;
     else if (v == "one_device") spec.strategy = Strategy::kOneDevice;
     else if (v == "central_storage") spec.strategy = Strategy::kCentralStorage;
+    else if (v == "mirrored") spec.strategy = Strategy::kMirrored;
     else Fail(s, absl::StrCat("unknown strategy '", v,
-                              "' (expected parameter_server, central_storage or one_device)"));
+                              "' (expected parameter_server, central_storage, mirrored or "
+                              "one_device)"));
   }
   if (YAML::Node d = root["device"]) {
     const std::string v = Str(d, "device");
@@ -925,6 +927,13 @@ JobSpec ParseRoot(const YAML::Node& root) {
     else if (v == "cpu") spec.device = DevicePreference::kCpu;
     else if (v == "cuda") spec.device = DevicePreference::kCuda;
     else Fail(d, absl::StrCat("unknown device '", v, "' (expected auto, cpu or cuda)"));
+  }
+  if (YAML::Node d = root["devices"]) {
+    spec.devices = Int(d, "devices", 1, JobLimits::kMaxDevices);
+    if (spec.strategy == Strategy::kOneDevice && spec.devices != 1) {
+      Fail(d, absl::StrCat("strategy one_device trains on one device, not ", spec.devices,
+                           ": use strategy: mirrored for several"));
+    }
   }
   if (root["seed"]) spec.seed = static_cast<uint64_t>(Int(root["seed"], "seed", 0));
   ParseModel(Required(root, "model", "the job spec"), &spec.model);
@@ -1029,7 +1038,20 @@ std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec) {
 }
 
 int64_t ReplicasFor(const JobSpec& spec, int64_t workers) {
-  return spec.strategy == Strategy::kOneDevice ? 1 : workers;
+  switch (spec.strategy) {
+    case Strategy::kOneDevice: return 1;
+    case Strategy::kMirrored: return spec.devices;
+    default: return workers * spec.devices;
+  }
+}
+
+int64_t StepExamples(const JobSpec& spec) {
+  if (spec.strategy == Strategy::kCentralStorage) return spec.data.global_batch;
+  return spec.data.per_replica_batch * spec.devices;
+}
+
+int64_t SyncShares(const JobSpec& spec) {
+  return std::max<int64_t>(1, spec.replicas / spec.devices);
 }
 
 absl::Status ResolveReplicas(int64_t replicas, JobSpec* spec) {
@@ -1038,7 +1060,10 @@ absl::Status ResolveReplicas(int64_t replicas, JobSpec* spec) {
                                                    " replicas, not ", replicas));
   }
   DataSpec& d = spec->data;
-  const char* what = spec->strategy != Strategy::kOneDevice ? " (one per worker)" : "";
+  const char* what = spec->strategy == Strategy::kOneDevice ? ""
+                     : spec->strategy == Strategy::kMirrored ? " (devices)"
+                     : spec->devices > 1                     ? " (workers x devices)"
+                                                             : " (one per worker)";
   if (d.global_batch_given) {
     if (d.global_batch % replicas != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -1070,6 +1095,7 @@ const char* StrategyName(Strategy s) {
   switch (s) {
     case Strategy::kOneDevice: return "one_device";
     case Strategy::kCentralStorage: return "central_storage";
+    case Strategy::kMirrored: return "mirrored";
     default: return "parameter_server";
   }
 }

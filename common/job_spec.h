@@ -20,8 +20,13 @@ namespace pscluster {
 // one_device: one replica in one process; central_storage: synchronous PS
 // training (TF's CentralStorageStrategy over workers): every step, each
 // worker computes the gradients of its slice of the global batch and the PS
-// applies their mean once (ps/core/sync_steps.h).
-enum class Strategy { kParameterServer, kOneDevice, kCentralStorage };
+// applies their mean once (ps/core/sync_steps.h); mirrored: `devices`
+// replicas in one process (TF's MirroredStrategy), trained like one_device
+// with the batch of each step split over the replicas and their gradients
+// reduced in the process. `devices` > 1 also gives each worker of
+// parameter_server and central_storage that many replicas (replicas =
+// workers x devices).
+enum class Strategy { kParameterServer, kOneDevice, kCentralStorage, kMirrored };
 enum class DevicePreference { kAuto, kCpu, kCuda };
 // Activations of dense and conv2d layers (and bare activation layers):
 // relu, tanh, sigmoid, and gelu (the exact erf form, Keras' default).
@@ -40,6 +45,7 @@ enum class Padding { kValid, kSame };
 struct JobLimits {
   static constexpr int64_t kMaxBatch = int64_t{1} << 16;             // per_replica_batch
   static constexpr int64_t kMaxReplicas = int64_t{1} << 14;          // workers x devices
+  static constexpr int64_t kMaxDevices = 64;                         // devices (per worker)
   static constexpr int64_t kMaxGlobalBatch = kMaxBatch * kMaxReplicas;  // global_batch
   static constexpr int64_t kMaxUnits = int64_t{1} << 16;             // a dense layer's units
   static constexpr int64_t kMaxDenseInputs = int64_t{1} << 24;       // model.inputs.dense
@@ -275,6 +281,11 @@ struct JobSpec {
   std::string name;
   Strategy strategy = Strategy::kParameterServer;
   DevicePreference device = DevicePreference::kAuto;
+  // Replicas in each worker process (mirrored: in the process), each
+  // training on per_replica_batch examples of every step on its own thread
+  // and backend; their gradients are averaged in the process before one
+  // push. In [1, JobLimits::kMaxDevices]; one_device takes 1 only.
+  int64_t devices = 1;
   uint64_t seed = 1;
   ModelSpec model;
   OptimizerProto optimizer;
@@ -303,6 +314,14 @@ struct JobSpec {
 // ParameterServerStrategy with one device per worker) and central_storage
 // (each worker trains on its slice of every global batch), 1 for one_device.
 int64_t ReplicasFor(const JobSpec& spec, int64_t workers);
+
+// Examples of one step of one worker: per_replica_batch x devices, or for
+// central_storage the global batch (every worker steps through it, training
+// on its slice). REQUIRES: the spec is resolved (ResolveReplicas).
+int64_t StepExamples(const JobSpec& spec);
+// central_storage: the shares of each synchronous step (one per worker:
+// replicas / devices).
+int64_t SyncShares(const JobSpec& spec);
 
 // Resolves the parts of `spec` that depend on the replica count: derives
 // per_replica_batch from data.global_batch (or global_batch from

@@ -75,6 +75,44 @@ TEST(JobSpecBatchTest, OneDeviceHasOneReplica) {
   EXPECT_EQ(spec->data.global_batch, 100);
 }
 
+TEST(JobSpecBatchTest, StrategiesCountTheirReplicas) {
+  // central_storage: one replica per worker device; a worker steps through
+  // the global batch and sends one share per step.
+  auto spec = ParseJobSpec(Job("0.1", "global_batch: 120", "central_storage") + "devices: 2\n",
+                           "j.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->strategy, Strategy::kCentralStorage);
+  EXPECT_STREQ(StrategyName(spec->strategy), "central_storage");
+  ASSERT_EQ(ReplicasFor(*spec, 3), 6);
+  ASSERT_TRUE(ResolveReplicas(6, &*spec).ok());
+  EXPECT_EQ(spec->data.per_replica_batch, 20);
+  EXPECT_EQ(StepExamples(*spec), 120);
+  EXPECT_EQ(SyncShares(*spec), 3);
+  // mirrored: `devices` replicas in one process.
+  spec = ParseJobSpec(Job("0.1", "per_replica_batch: 16", "mirrored") + "devices: 4\n", "j.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(ReplicasFor(*spec, 7), 4);
+  ASSERT_TRUE(ResolveReplicas(4, &*spec).ok());
+  EXPECT_EQ(spec->data.global_batch, 64);
+  EXPECT_EQ(StepExamples(*spec), 64);
+  // parameter_server with devices: each worker's step is one batch per device.
+  spec = ParseJobSpec(Job("0.1", "per_replica_batch: 16") + "devices: 2\n", "j.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(ResolveReplicas(ReplicasFor(*spec, 2), &*spec).ok());
+  EXPECT_EQ(spec->replicas, 4);
+  EXPECT_EQ(StepExamples(*spec), 32);
+  // one_device is one device.
+  spec = ParseJobSpec(Job("0.1", "per_replica_batch: 16", "one_device") + "devices: 2\n", "j.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("use strategy: mirrored"));
+  spec = ParseJobSpec(Job("0.1", "per_replica_batch: 16") + "devices: 0\n", "j.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("devices"));
+  spec = ParseJobSpec(Job("0.1", "per_replica_batch: 16", "ring"), "j.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("central_storage"));
+}
+
 TEST(JobSpecBatchTest, GlobalBatchMustDivideByTheReplicas) {
   auto spec = ParseJobSpec(Job("0.1", "global_batch: 100"), "j.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -97,7 +97,7 @@ const std::string kBadActivation =
     WithModel("  inputs: {dense: 4}\n  layers:\n    - dense: {units: 3, activation: tanhh}\n");
 const std::string kBadOptimizer =
     "model:\n  inputs: {dense: 4}\n  layers: [{dense: {units: 3}}]\noptimizer: {type: adamm}\n";
-const std::string kBadStrategy = "strategy: mirrored\n" + WithModel("  inputs: {dense: 4}\n  layers: [relu, {dense: {units: 2}}]\n");
+const std::string kBadStrategy = "strategy: mirroredd\n" + WithModel("  inputs: {dense: 4}\n  layers: [relu, {dense: {units: 2}}]\n");
 const std::string kTypo = WithModel("  inputs: {dense: 4}\n  layerz: []\n");
 const std::string kOptionForOtherOptimizer =
     "model:\n  inputs: {dense: 4}\n  layers: [{dense: {units: 3}}]\noptimizer: {type: sgd, beta1: 0.9}\n";
@@ -114,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kUnitsType.c_str(), "bad.yaml:4:22", "must be an integer"},
         BadCase{kBadActivation.c_str(), "bad.yaml:4:37", "unknown activation 'tanhh'"},
         BadCase{kBadOptimizer.c_str(), "bad.yaml:4:19", "unknown optimizer 'adamm'"},
-        BadCase{kBadStrategy.c_str(), "bad.yaml:1:11", "unknown strategy 'mirrored'"},
+        BadCase{kBadStrategy.c_str(), "bad.yaml:1:11", "unknown strategy 'mirroredd'"},
         BadCase{kTypo.c_str(), "bad.yaml:3:3", "unknown key 'layerz'"},
         BadCase{kOptionForOtherOptimizer.c_str(), "bad.yaml:4:31", "has no option 'beta1'"},
         BadCase{"model:\n  inputs: {dense: 4}\n", "bad.yaml:2:3", "missing required key 'layers'"}));

@@ -1,6 +1,6 @@
-// Sync equivalence: strategy central_storage with R replicas and global
-// batch B trains the same weights as one_device with batch B on the same
-// data order. The real cores — JobRunner, WorkerState/Trainer (CPU backend),
+// Sync equivalence: strategy central_storage with R replicas (workers x
+// devices) and mirrored with R devices, global batch B, train the same
+// weights as one_device with batch B on the same data order. The real cores — JobRunner, WorkerState/Trainer (CPU backend),
 // JobStores with SyncSteps — wired in process, on Fashion-MNIST; after 51
 // SGD steps (the last a short batch: a replica's slice may be empty) every
 // variable must match to a relative error of 1e-5.
@@ -73,9 +73,11 @@ class KeepAfterEnd final : public PsClient {
   InProcessPsClient ps_;
 };
 
-std::string Yaml(const std::string& strategy, const std::string& optimizer, int64_t batch) {
+std::string Yaml(const std::string& strategy, const std::string& optimizer, int64_t batch,
+                 int devices = 1) {
   return absl::StrCat(R"(
 name: equivalence
+devices: )", devices, R"(
 strategy: )",
                       strategy, R"(
 model:
@@ -110,7 +112,9 @@ Trained Train(const std::string& yaml, int workers, int num_ps) {
   EXPECT_TRUE(spec.ok()) << spec.status();
   if (!spec.ok()) return out;
   // One device runs one closure at a time (as psctl local does).
-  if (spec->strategy == Strategy::kOneDevice) spec->train.closures_per_worker = 1;
+  if (spec->strategy == Strategy::kOneDevice || spec->strategy == Strategy::kMirrored) {
+    spec->train.closures_per_worker = 1;
+  }
   std::vector<std::unique_ptr<JobStores>> stores;
   std::vector<std::unique_ptr<KeepAfterEnd>> ps;
   std::vector<PsClient*> ps_ptrs;
@@ -174,7 +178,9 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 struct Case {
-  int replicas;
+  std::string strategy;
+  int workers;
+  int devices;
   int num_ps;
   std::string optimizer;
   double tolerance;
@@ -182,20 +188,22 @@ struct Case {
 
 class SyncEquivalenceTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(SyncEquivalenceTest, CentralStorageMatchesOneDevice) {
+TEST_P(SyncEquivalenceTest, MatchesOneDevice) {
   if (!std::ifstream(kImages).good()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
   const Case& c = GetParam();
   // Global batch 60 over 2 or 3 replicas; 3020 examples: 50 full steps and
   // a last one of 20 (over 2 replicas of 30: the second replica's slice is
   // empty).
   const Trained one = Train(Yaml("one_device", c.optimizer, 60), 1, 1);
-  const Trained sync = Train(Yaml("central_storage", c.optimizer, 60), c.replicas, c.num_ps);
+  const Trained sync =
+      Train(Yaml(c.strategy, c.optimizer, 60, c.devices), c.workers, c.num_ps);
+  const int replicas = c.workers * c.devices;
   ASSERT_EQ(one.status.state(), SUCCEEDED) << one.status.error();
   ASSERT_EQ(sync.status.state(), SUCCEEDED) << sync.status.error();
   EXPECT_EQ(one.status.steps(), 51);
   EXPECT_EQ(sync.status.steps(), 51);
-  EXPECT_EQ(sync.status.replicas(), c.replicas);
-  EXPECT_EQ(sync.status.per_replica_batch(), 60 / c.replicas);
+  EXPECT_EQ(sync.status.replicas(), replicas);
+  EXPECT_EQ(sync.status.per_replica_batch(), 60 / replicas);
   EXPECT_EQ(sync.status.examples(), 3020);
   for (int64_t applied : sync.status.ps_applied_steps()) EXPECT_EQ(applied, 51);
   ASSERT_EQ(one.variables.size(), 4u);
@@ -215,13 +223,19 @@ TEST_P(SyncEquivalenceTest, CentralStorageMatchesOneDevice) {
 
 INSTANTIATE_TEST_SUITE_P(
     Strategies, SyncEquivalenceTest,
-    ::testing::Values(Case{2, 2, "{type: sgd, learning_rate: 0.1}", 1e-5},
-                      Case{3, 2, "{type: sgd, learning_rate: 0.1}", 1e-5},
-                      Case{2, 1, "{type: momentum, learning_rate: 0.05, momentum: 0.9}", 1e-5}),
+    ::testing::Values(
+        Case{"central_storage", 2, 1, 2, "{type: sgd, learning_rate: 0.1}", 1e-5},
+        Case{"central_storage", 3, 1, 2, "{type: sgd, learning_rate: 0.1}", 1e-5},
+        Case{"central_storage", 2, 1, 1, "{type: momentum, learning_rate: 0.05, momentum: 0.9}",
+             1e-5},
+        Case{"mirrored", 1, 2, 1, "{type: sgd, learning_rate: 0.1}", 1e-5},
+        Case{"mirrored", 1, 3, 1, "{type: sgd, learning_rate: 0.1}", 1e-5},
+        Case{"central_storage", 2, 2, 2, "{type: sgd, learning_rate: 0.1}", 1e-5}),
     [](const ::testing::TestParamInfo<Case>& info) {
-      return absl::StrCat(
-          "replicas", info.param.replicas, "_ps", info.param.num_ps, "_",
-          info.param.optimizer.find("momentum") != std::string::npos ? "momentum" : "sgd");
+      return absl::StrCat(info.param.strategy, "_", info.param.workers, "workers_",
+                          info.param.devices, "devices_", info.param.num_ps, "ps_",
+                          info.param.optimizer.find("momentum") != std::string::npos ? "momentum"
+                                                                                     : "sgd");
     });
 
 }  // namespace

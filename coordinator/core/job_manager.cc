@@ -176,7 +176,7 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
                                                      const std::string& owner) {
   ASSIGN_OR_RETURN(JobSpec spec,
                    ParseJobSpec(spec_yaml, spec_path.empty() ? "job.yaml" : spec_path));
-  if (spec.strategy == Strategy::kOneDevice) {
+  if (spec.strategy == Strategy::kOneDevice || spec.strategy == Strategy::kMirrored) {
     return absl::InvalidArgumentError(
         absl::StrCat("a coordinator runs strategy: parameter_server and central_storage jobs; "
                      "strategy: ",

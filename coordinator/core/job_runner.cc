@@ -270,7 +270,7 @@ std::pair<int64_t, int64_t> JobRunner::RecordSuccess(ClosureMode mode, const Clo
     if (c.replica >= 0) {
       int64_t& done = sync_replicas_done_[c.split_index];
       ++done;
-      *split_done = done >= spec_.replicas;
+      *split_done = done >= SyncShares(spec_);
       steps = *split_done ? r.steps() : 0;
     }
     if (*split_done) finished_splits_.insert(c.split_index);
@@ -297,7 +297,7 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   d.mode = mode;
   d.job_key = job_key_;
   const bool sync = mode == TRAIN && Synchronous();
-  d.batch = sync ? spec_.data.global_batch : spec_.data.per_replica_batch;
+  d.batch = mode == TRAIN ? StepExamples(spec_) : spec_.data.per_replica_batch;
   d.worker_index = w;
   d.closures_per_rpc = static_cast<int>(spec_.train.closures_per_rpc);
   d.max_attempts = max_attempts_;
@@ -384,13 +384,13 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
       if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(1);
       return true;
     }
-    for (int64_t r = 0; r < spec_.replicas; ++r) {
+    for (int64_t r = 0; r < SyncShares(spec_); ++r) {
       Closure replica = c;
       replica.replica = static_cast<int>(r);
       replica.preferred_worker = static_cast<int>(r % static_cast<int64_t>(workers_.size()));
       queue.Put(std::move(replica));
     }
-    if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(spec_.replicas);
+    if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(SyncShares(spec_));
     return true;
   };
   if (sync) {
@@ -403,7 +403,7 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
   // A synchronous split's replicas may all have to run on one worker (the
   // others down): every worker can take every replica at once.
   const int64_t per_worker =
-      sync ? std::max(spec_.train.closures_per_worker, spec_.replicas)
+      sync ? std::max(spec_.train.closures_per_worker, SyncShares(spec_))
            : spec_.train.closures_per_worker;
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers_.size(); ++w) {
@@ -605,8 +605,9 @@ absl::Status JobRunner::Run() {
                                   " epochs: nothing to train in this run"));
   }
 
-  // A synchronous step takes a global batch (over the replicas).
-  const int64_t batch = Synchronous() ? spec_.data.global_batch : spec_.data.per_replica_batch;
+  // A synchronous step takes a global batch (over the replicas); a worker's
+  // asynchronous one a batch per device.
+  const int64_t batch = StepExamples(spec_);
   const int64_t closure_examples = spec_.train.steps_per_closure * batch;
   closures_per_epoch_ = CeilDiv(train_n, closure_examples);
   Update([&](JobStatusProto* s) {

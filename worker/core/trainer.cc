@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -98,6 +99,13 @@ absl::StatusOr<std::unique_ptr<Trainer::Context>> Trainer::AcquireContext() {
   }
   auto ctx = std::make_unique<Context>();
   ASSIGN_OR_RETURN(ctx->backend, CreateBackend(spec_.device));
+  if (spec_.devices > 1) {
+    for (int64_t d = 0; d < spec_.devices; ++d) {
+      auto slot = std::make_unique<DeviceSlot>();
+      ASSIGN_OR_RETURN(slot->backend, CreateBackend(spec_.device));
+      ctx->devices.push_back(std::move(slot));
+    }
+  }
   // Embedding tables are never held whole: their entries stay empty.
   for (const VariableSpecProto& v : model_->variables()) {
     if (IsRowAccessed(v)) {
@@ -170,7 +178,7 @@ absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64
     if (sync) {
       SyncShare* share = key->mutable_sync();
       share->set_replica(closure.replica());
-      share->set_replicas(static_cast<int32_t>(spec_.replicas));
+      share->set_replicas(static_cast<int32_t>(SyncShares(spec_)));
       share->set_examples(sync_examples);
     } else {
       key->clear_sync();
@@ -187,6 +195,95 @@ absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64
   RETURN_IF_ERROR(status);
   if (!with_next_pull) return absl::OkStatus();
   return router_->ReadPull(ctx->step, &ctx->pulled, &ctx->params, &ctx->rows);
+}
+
+namespace {
+
+// Examples [begin, end) of `in` as a batch of their own; feature indexes
+// still point into the whole batch's unique rows.
+void SubBatch(const ModelBatch& in, int64_t begin, int64_t end, ModelBatch* out) {
+  const int64_t n = end - begin;
+  const int64_t width = in.size > 0 ? static_cast<int64_t>(in.x.size()) / in.size : 0;
+  out->size = n;
+  out->x.assign(in.x.begin() + begin * width, in.x.begin() + end * width);
+  out->y.assign(in.y.begin() + begin, in.y.begin() + end);
+  out->features.resize(in.features.size());
+  for (size_t f = 0; f < in.features.size(); ++f) {
+    const FeatureRows& from = in.features[f];
+    FeatureRows& to = out->features[f];
+    const int64_t first = from.offsets[begin];
+    to.offsets.resize(n + 1);
+    for (int64_t i = 0; i <= n; ++i) to.offsets[i] = from.offsets[begin + i] - first;
+    to.index.assign(from.index.begin() + first, from.index.begin() + from.offsets[end]);
+  }
+}
+
+// out = sum_d weight[d] * in[d], tensor by tensor (empty entries stay empty).
+void WeightedSum(const std::vector<const std::vector<Tensor>*>& in,
+                 const std::vector<float>& weight, std::vector<Tensor>* out) {
+  out->resize(in[0]->size());
+  for (size_t v = 0; v < in[0]->size(); ++v) {
+    const Tensor& first = (*in[0])[v];
+    Tensor& o = (*out)[v];
+    if (first.num_elements() == 0) {  // an embedding's entry of the dense gradients
+      o = Tensor();
+      continue;
+    }
+    if (o.shape() != first.shape() || o.num_elements() != first.num_elements()) {
+      o = Tensor(first.shape());
+    }
+    std::fill(o.values().begin(), o.values().end(), 0.0f);
+    for (size_t d = 0; d < in.size(); ++d) {
+      const float* g = (*in[d])[v].data();
+      float* dst = o.data();
+      const float w = weight[d];
+      for (int64_t i = 0, n = static_cast<int64_t>(o.values().size()); i < n; ++i) {
+        dst[i] += w * g[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void Trainer::TrainStep(Context* ctx, StepResult* step) const {
+  const int64_t n = ctx->batch.size;
+  const int64_t per_device = spec_.data.per_replica_batch;
+  if (ctx->devices.empty() || n <= per_device) {
+    model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
+                      &ctx->grads, &ctx->row_grads, step);
+    return;
+  }
+  // Devices whose slice is empty (a short last step) sit out.
+  const int64_t used = std::min<int64_t>(static_cast<int64_t>(ctx->devices.size()),
+                                         (n + per_device - 1) / per_device);
+  auto run = [&](int64_t d) {
+    DeviceSlot& slot = *ctx->devices[d];
+    SubBatch(ctx->batch, d * per_device, std::min(n, (d + 1) * per_device), &slot.batch);
+    slot.batch.seed = d == 0 ? ctx->batch.seed : StepSeed(ctx->batch.seed, d);
+    slot.result = StepResult();
+    model_->TrainStep(slot.backend.get(), ctx->params, slot.batch, ctx->rows, &slot.scratch,
+                      &slot.grads, &slot.row_grads, &slot.result);
+  };
+  std::vector<std::thread> threads;
+  for (int64_t d = 1; d < used; ++d) threads.emplace_back(run, d);
+  run(0);
+  for (std::thread& t : threads) t.join();
+  // The gradients are means over each slice: weighted by its examples, their
+  // sum is the mean over the batch.
+  std::vector<const std::vector<Tensor>*> grads, row_grads;
+  std::vector<float> weight;
+  for (int64_t d = 0; d < used; ++d) {
+    const DeviceSlot& slot = *ctx->devices[d];
+    grads.push_back(&slot.grads);
+    row_grads.push_back(&slot.row_grads);
+    weight.push_back(static_cast<float>(slot.batch.size) / static_cast<float>(n));
+    step->examples += slot.result.examples;
+    step->loss_sum += slot.result.loss_sum;
+    step->correct += slot.result.correct;
+  }
+  WeightedSum(grads, weight, &ctx->grads);
+  WeightedSum(row_grads, weight, &ctx->row_grads);
 }
 
 void Trainer::Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin,
@@ -244,15 +341,16 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
   // split a global batch at a time and trains on its slice of each; others
   // train on per_replica_batch examples a step.
   const bool sync = train && request.has_replica();
-  if (sync && (request.replica() < 0 || request.replica() >= spec_.replicas)) {
+  if (sync && (request.replica() < 0 || request.replica() >= SyncShares(spec_))) {
     ReleaseContext(std::move(ctx));
     return absl::InvalidArgumentError(absl::StrCat("closure ", request.closure_id(),
                                                    ": replica ", request.replica(),
-                                                   " of a job of ", spec_.replicas,
-                                                   " replicas"));
+                                                   " of a job of ", SyncShares(spec_),
+                                                   " workers"));
   }
-  const int64_t replica_batch = spec_.data.per_replica_batch;
-  const int64_t batch = sync ? spec_.data.global_batch : replica_batch;
+  // A worker's share of each step: one batch per device.
+  const int64_t replica_batch = spec_.data.per_replica_batch * spec_.devices;
+  const int64_t batch = train ? StepExamples(spec_) : spec_.data.per_replica_batch;
   // This replica's slice [lo, hi) of the step [b, e).
   auto slice = [&](int64_t b, int64_t e) -> std::pair<int64_t, int64_t> {
     if (!sync) return {b, e};
@@ -297,10 +395,7 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
       if (sync && request.replica() > 0) {
         ctx->batch.seed = StepSeed(ctx->batch.seed, request.replica());
       }
-      if (hi > lo) {
-        model_->TrainStep(ctx->backend.get(), ctx->params, ctx->batch, ctx->rows, &ctx->scratch,
-                          &ctx->grads, &ctx->row_grads, &step);
-      }
+      if (hi > lo) TrainStep(ctx.get(), &step);
       // A diverged model: its gradients are not pushed.
       if (!std::isfinite(step.loss_sum)) {
         status = NonFiniteLoss(step, absl::StrCat("at global step ", global_step), request);

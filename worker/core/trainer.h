@@ -81,8 +81,20 @@ class Trainer {
   int64_t eval_examples() const { return eval_.count; }
 
  private:
+  // One replica of a worker with several devices (JobSpec::devices): its
+  // backend, scratch, slice of the step's batch and gradients.
+  struct DeviceSlot {
+    std::unique_ptr<Backend> backend;
+    ModelScratch scratch;
+    ModelBatch batch;
+    std::vector<Tensor> grads;
+    std::vector<Tensor> row_grads;
+    StepResult result;
+  };
   // What one running closure owns.
   struct Context {
+    // devices > 1: one slot per device.
+    std::vector<std::unique_ptr<DeviceSlot>> devices;
     std::unique_ptr<Backend> backend;
     ModelScratch scratch;
     std::vector<Tensor> params;
@@ -116,6 +128,12 @@ class Trainer {
   // every PS holding a variable of the job.
   absl::Status Push(Context* ctx, const RunClosureRequest& closure, int64_t step_index,
                     int64_t global_step, bool with_next_pull, int64_t sync_examples = -1);
+  // Forward and backward of the step in ctx->batch into ctx->grads and
+  // ctx->row_grads: on the context's backend, or with devices > 1 split
+  // into per_replica_batch slices trained on one thread and backend each,
+  // their gradients averaged weighted by examples (the one-device step over
+  // the whole batch, up to rounding).
+  void TrainStep(Context* ctx, StepResult* step) const;
   // Copies examples order[begin, end) into the context's batch buffers and
   // dedupes each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,
