@@ -15,7 +15,7 @@
 # bench/results/strategies.json): every figure, date, nproc, versions, and the
 # load average and CPU use just before each run. Not part of ./run_tests.sh.
 #
-#   bench/strategies.sh                            # EPOCHS=2, ~1.5 min on 2 cores
+#   bench/strategies.sh                            # EPOCHS=2, ~45 s on 2 cores
 #   EPOCHS=5 STRATEGIES="mirrored multi_worker_mirrored" bench/strategies.sh
 #   SKIP_TF=1 bench/strategies.sh                  # pscluster rows only
 #

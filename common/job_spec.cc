@@ -917,9 +917,10 @@ JobSpec ParseRoot(const YAML::Node& root) {
     else if (v == "one_device") spec.strategy = Strategy::kOneDevice;
     else if (v == "central_storage") spec.strategy = Strategy::kCentralStorage;
     else if (v == "mirrored") spec.strategy = Strategy::kMirrored;
+    else if (v == "multi_worker_mirrored") spec.strategy = Strategy::kMultiWorkerMirrored;
     else Fail(s, absl::StrCat("unknown strategy '", v,
-                              "' (expected parameter_server, central_storage, mirrored or "
-                              "one_device)"));
+                              "' (expected parameter_server, central_storage, "
+                              "multi_worker_mirrored, mirrored or one_device)"));
   }
   if (YAML::Node d = root["device"]) {
     const std::string v = Str(d, "device");
@@ -1046,7 +1047,7 @@ int64_t ReplicasFor(const JobSpec& spec, int64_t workers) {
 }
 
 int64_t StepExamples(const JobSpec& spec) {
-  if (spec.strategy == Strategy::kCentralStorage) return spec.data.global_batch;
+  if (IsSynchronous(spec.strategy)) return spec.data.global_batch;
   return spec.data.per_replica_batch * spec.devices;
 }
 
@@ -1096,6 +1097,7 @@ const char* StrategyName(Strategy s) {
     case Strategy::kOneDevice: return "one_device";
     case Strategy::kCentralStorage: return "central_storage";
     case Strategy::kMirrored: return "mirrored";
+    case Strategy::kMultiWorkerMirrored: return "multi_worker_mirrored";
     default: return "parameter_server";
   }
 }

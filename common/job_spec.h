@@ -25,8 +25,23 @@ namespace pscluster {
 // with the batch of each step split over the replicas and their gradients
 // reduced in the process. `devices` > 1 also gives each worker of
 // parameter_server and central_storage that many replicas (replicas =
-// workers x devices).
-enum class Strategy { kParameterServer, kOneDevice, kCentralStorage, kMirrored };
+// workers x devices); multi_worker_mirrored: no PS, every worker holds the
+// whole model and its optimizer state and applies each step's gradients,
+// all-reduced over a ring of the workers (TF's MultiWorkerMirroredStrategy;
+// worker/core/mirrored_ps_client.h).
+enum class Strategy {
+  kParameterServer,
+  kOneDevice,
+  kCentralStorage,
+  kMirrored,
+  kMultiWorkerMirrored
+};
+
+// central_storage and multi_worker_mirrored: every step is one update from
+// the whole global batch, the workers in lockstep.
+inline bool IsSynchronous(Strategy s) {
+  return s == Strategy::kCentralStorage || s == Strategy::kMultiWorkerMirrored;
+}
 enum class DevicePreference { kAuto, kCpu, kCuda };
 // Activations of dense and conv2d layers (and bare activation layers):
 // relu, tanh, sigmoid, and gelu (the exact erf form, Keras' default).
@@ -316,10 +331,10 @@ struct JobSpec {
 int64_t ReplicasFor(const JobSpec& spec, int64_t workers);
 
 // Examples of one step of one worker: per_replica_batch x devices, or for
-// central_storage the global batch (every worker steps through it, training
+// a synchronous strategy the global batch (every worker steps through it, training
 // on its slice). REQUIRES: the spec is resolved (ResolveReplicas).
 int64_t StepExamples(const JobSpec& spec);
-// central_storage: the shares of each synchronous step (one per worker:
+// A synchronous strategy: the shares of each step (one per worker:
 // replicas / devices).
 int64_t SyncShares(const JobSpec& spec);
 
@@ -354,7 +369,8 @@ struct NamedDataFile {
 // The same files as DataFiles, each with its field.
 std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec);
 
-// "parameter_server", "one_device", "central_storage".
+// "parameter_server", "one_device", "central_storage", "mirrored",
+// "multi_worker_mirrored".
 const char* StrategyName(Strategy s);
 const char* DeviceName(DevicePreference d);
 

@@ -20,6 +20,8 @@
 #include "gtest/gtest.h"
 #include "ps/core/in_process_ps_client.h"
 #include "ps/core/job_stores.h"
+#include "worker/core/collective.h"
+#include "worker/core/mirrored_ps_client.h"
 #include "worker/core/worker_state.h"
 
 namespace pscluster {
@@ -129,6 +131,15 @@ Trained Train(const std::string& yaml, int workers, int num_ps) {
     const int p = std::stoi(address.substr(2));
     return std::make_unique<InProcessPsClient>(stores[p].get());
   };
+  // multi_worker_mirrored: each worker's own copy and mailbox, a ring of
+  // in-process peers, and the copies given to the coordinator.
+  const bool mirrored = spec->strategy == Strategy::kMultiWorkerMirrored;
+  std::vector<std::unique_ptr<JobStores>> copies;
+  std::vector<std::unique_ptr<KeepAfterEnd>> copy_clients;
+  std::vector<CollectiveMailbox> mailboxes(workers);
+  std::vector<CollectiveMailbox*> boxes;
+  for (auto& m : mailboxes) boxes.push_back(&m);
+  auto peers = std::make_shared<InProcessPeers>(boxes);
   std::vector<std::unique_ptr<WorkerState>> states;
   std::vector<std::unique_ptr<InProcessWorker>> clients;
   std::vector<WorkerClient*> worker_ptrs;
@@ -136,25 +147,52 @@ Trained Train(const std::string& yaml, int workers, int num_ps) {
     states.push_back(std::make_unique<WorkerState>(factory));
     clients.push_back(std::make_unique<InProcessWorker>(states.back().get(), absl::StrCat("w", w)));
     worker_ptrs.push_back(clients.back().get());
+    options.worker_addresses.push_back(absl::StrCat("w", w));
+    if (!mirrored) continue;
+    copies.push_back(std::make_unique<JobStores>());
+    copy_clients.push_back(std::make_unique<KeepAfterEnd>(copies.back().get()));
+    options.worker_ps.push_back(copy_clients.back().get());
+    JobStores* copy = copies.back().get();
+    CollectiveMailbox* mailbox = &mailboxes[w];
+    states.back()->set_mirror_factory(
+        [copy, mailbox, peers](const SetupJobRequest& request)
+            -> absl::StatusOr<std::unique_ptr<PsClient>> {
+          MirroredPsClient::Options o;
+          o.job_id = request.job_id();
+          o.bucket_elements = 10000;  // several buckets per step
+          return std::make_unique<MirroredPsClient>(std::make_unique<InProcessPsClient>(copy),
+                                                    mailbox, peers, o);
+        });
   }
   JobRunner runner("job", *spec, ps_ptrs, worker_ptrs, options);
   absl::Status s = runner.Run();
   EXPECT_TRUE(s.ok()) << s;
   out.status = runner.Status();
+  // A mirrored job's variables: replica 0's copy, which every other copy
+  // must equal bit for bit.
+  std::vector<JobStores*> read;
+  for (auto& st : stores) read.push_back(st.get());
+  if (mirrored) read = {copies[0].get()};
   // Shards "<name>/part_<i>" are joined in order of i.
   std::map<std::string, std::map<int, std::vector<float>>> parts;
-  for (int p = 0; p < num_ps; ++p) {
+  for (size_t p = 0; p < read.size(); ++p) {
     StatsRequest stats_request;
     stats_request.set_job("job");
     StatsResponse stats;
-    EXPECT_TRUE(stores[p]->Stats(stats_request, &stats).ok());
+    EXPECT_TRUE(read[p]->Stats(stats_request, &stats).ok());
     for (const VariableStats& v : stats.variables()) {
       PullRequest pull;
       pull.set_job("job");
       pull.add_names(v.name());
       PullResponse pulled;
-      EXPECT_TRUE(stores[p]->Pull(pull, &pulled).ok());
+      EXPECT_TRUE(read[p]->Pull(pull, &pulled).ok());
       std::vector<float> values = DecodeTensor(pulled.tensors(0).tensor())->ToVector();
+      for (size_t c = 1; c < copies.size(); ++c) {
+        PullResponse other;
+        EXPECT_TRUE(copies[c]->Pull(pull, &other).ok());
+        EXPECT_EQ(other.tensors(0).tensor().data(), pulled.tensors(0).tensor().data())
+            << "replica " << c << "'s copy of " << v.name() << " differs from replica 0's";
+      }
       std::vector<std::string> name = absl::StrSplit(v.name(), "/part_");
       const int part = name.size() == 2 ? std::stoi(name[1]) : 0;
       parts[name[0]][part] = std::move(values);
@@ -206,6 +244,7 @@ TEST_P(SyncEquivalenceTest, MatchesOneDevice) {
   EXPECT_EQ(sync.status.per_replica_batch(), 60 / replicas);
   EXPECT_EQ(sync.status.examples(), 3020);
   for (int64_t applied : sync.status.ps_applied_steps()) EXPECT_EQ(applied, 51);
+  EXPECT_EQ(sync.status.ps_applied_steps_size(), c.num_ps > 0 ? c.num_ps : 1);
   ASSERT_EQ(one.variables.size(), 4u);
   ASSERT_EQ(sync.variables.size(), one.variables.size());
   for (const auto& [name, values] : one.variables) {
@@ -230,7 +269,11 @@ INSTANTIATE_TEST_SUITE_P(
              1e-5},
         Case{"mirrored", 1, 2, 1, "{type: sgd, learning_rate: 0.1}", 1e-5},
         Case{"mirrored", 1, 3, 1, "{type: sgd, learning_rate: 0.1}", 1e-5},
-        Case{"central_storage", 2, 2, 2, "{type: sgd, learning_rate: 0.1}", 1e-5}),
+        Case{"central_storage", 2, 2, 2, "{type: sgd, learning_rate: 0.1}", 1e-5},
+        Case{"multi_worker_mirrored", 2, 1, 0, "{type: sgd, learning_rate: 0.1}", 1e-5},
+        Case{"multi_worker_mirrored", 3, 1, 0, "{type: sgd, learning_rate: 0.1}", 1e-5},
+        Case{"multi_worker_mirrored", 2, 2, 0,
+             "{type: momentum, learning_rate: 0.05, momentum: 0.9}", 1e-5}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return absl::StrCat(info.param.strategy, "_", info.param.workers, "workers_",
                           info.param.devices, "devices_", info.param.num_ps, "ps_",

@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -18,12 +20,20 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "common/cluster_config.h"
+#include "common/confined_path.h"
 #include "common/job_paths.h"
+#include "ps/core/in_process_ps_client.h"
+#include "ps/core/job_stores.h"
+#include "ps/core/memory_budget.h"
+#include "ps/service/ps_service.h"
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
 #include "worker/core/cpu_backend.h"
+#include "worker/core/collective.h"
+#include "worker/core/mirrored_ps_client.h"
 #include "worker/core/worker_state.h"
+#include "worker/service/collective_service.h"
 #include "worker/service/worker_service.h"
 
 ABSL_FLAG(int, ps_timeout_ms, 30000, "deadline of each Pull/Push to a PS");
@@ -31,6 +41,13 @@ ABSL_FLAG(std::vector<std::string>, data_root, {pscluster::kDefaultDataRoot},
           "comma-separated directories a job's data files must lie under (symlinks resolved): "
           "SetupJob of a job naming another file is INVALID_ARGUMENT (the coordinator checks "
           "its own --data_root first). Default: /usr/share/datasets");
+ABSL_FLAG(std::string, checkpoint_root, "",
+          "strategy multi_worker_mirrored: the directory the worker's copy of a job's variables "
+          "is checkpointed under and restored from (as ps_server --checkpoint_root; the "
+          "coordinator's --checkpoint_root storage). Empty: such jobs run without checkpoints");
+ABSL_FLAG(double, collective_timeout_s, 30,
+          "strategy multi_worker_mirrored: how long a step's all-reduce waits for the other "
+          "workers before it fails (and the coordinator rolls the job back)");
 ABSL_FLAG(int, compute_threads, 0,
           "threads of the CPU backend's matrix products (OpenBLAS); 0: one per core. Give "
           "workers that share a machine a share of its cores (psctl local does).");
@@ -81,9 +98,51 @@ int main(int argc, char** argv) {
         return std::make_unique<pscluster::GrpcPsClient>(o);
       },
       data_roots);
+  // multi_worker_mirrored: this worker's copies of jobs' variables, served
+  // to the coordinator as a ParameterServer, and the ring's mailbox.
+  pscluster::VariableStore::Options store_options;
+  store_options.registry = registry;
+  store_options.checkpoint_root = absl::GetFlag(FLAGS_checkpoint_root);
+  if (!store_options.checkpoint_root.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(store_options.checkpoint_root, ec);
+    absl::StatusOr<std::string> real =
+        pscluster::RealRoot(store_options.checkpoint_root, "--checkpoint_root");
+    if (!real.ok()) {
+      std::cerr << "worker_server: " << real.status().message() << "\n";
+      return pscluster::kExitBadFlags;
+    }
+    store_options.checkpoint_root = *real;
+  }
+  store_options.memory_budget = std::make_shared<pscluster::MemoryBudget>(int64_t{8} << 30);
+  pscluster::JobStores mirrors(store_options);
+  pscluster::CollectiveMailbox mailbox;
+  const absl::Duration collective_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_collective_timeout_s));
+  state.set_mirror_factory(
+      [&mirrors, &mailbox, collective_timeout](const pscluster::SetupJobRequest& request)
+          -> absl::StatusOr<std::unique_ptr<pscluster::PsClient>> {
+        if (request.worker_addresses_size() < 1) {
+          return absl::InvalidArgumentError(
+              "SetupJob of a multi_worker_mirrored job names no worker_addresses (the ring)");
+        }
+        auto peers = std::make_shared<pscluster::GrpcCollectivePeers>(
+            std::vector<std::string>(request.worker_addresses().begin(),
+                                     request.worker_addresses().end()),
+            collective_timeout);
+        pscluster::MirroredPsClient::Options o;
+        o.job_id = request.job_id();
+        o.collective_timeout = collective_timeout;
+        return std::make_unique<pscluster::MirroredPsClient>(
+            std::make_unique<pscluster::InProcessPsClient>(&mirrors), &mailbox, std::move(peers),
+            o);
+      });
   pscluster::WorkerService service(&state, registry);
+  pscluster::ParameterServerService mirror_service(&mirrors, registry);
+  pscluster::CollectiveService collective_service(&mailbox, registry);
   options->health_services = {pscluster::Worker::service_full_name()};
-  auto server = pscluster::StartServer(*options, {&service}, registry);
+  auto server = pscluster::StartServer(*options, {&service, &mirror_service, &collective_service},
+                                       registry);
   if (!server.ok()) {
     std::cerr << "worker_server: " << server.status().message() << "\n";
     return 1;

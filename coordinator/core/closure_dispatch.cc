@@ -31,6 +31,7 @@ RunClosureRequest MakeRequest(const DispatchOptions& options, const Closure& c) 
   request.set_mode(options.mode);
   *request.mutable_split() = c.split;
   if (c.replica >= 0) request.set_replica(c.replica);
+  if (options.round != nullptr) request.set_round(options.round->load());
   if (!options.job_key.empty() && options.mode == TRAIN && options.batch > 0) {
     const int64_t steps = (c.split.end() - c.split.begin() + options.batch - 1) / options.batch;
     request.set_lease_steps(steps);

@@ -38,6 +38,9 @@ struct DispatchOptions {
   // This loop's worker, for closures that prefer one (ClosureQueue); -1:
   // takes any closure.
   int worker_index = -1;
+  // Synchronous closures: the job's rollback count (RunClosureRequest.round),
+  // read as each closure is sent. Null: 0.
+  const std::atomic<int64_t>* round = nullptr;
   // Closures per round trip to the worker; 1 (default) uses RunClosure, more
   // uses RunClosures. Worth it only for closures cheaper than an RPC.
   int closures_per_rpc = 1;

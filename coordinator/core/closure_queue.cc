@@ -73,7 +73,7 @@ void ClosureQueue::Done() {
 void ClosureQueue::PutBack(Closure closure) {
   absl::MutexLock lock(&mu_);
   --in_flight_;
-  closure.preferred_worker = -1;  // a retry runs on whichever worker is free
+  if (!closure.pinned) closure.preferred_worker = -1;  // a retry runs on any free worker
   if (!stopped_) queue_.push_back(std::move(closure));
 }
 

@@ -42,6 +42,9 @@ struct Closure {
   int replica = -1;
   // The worker that should run it, or -1 for any (see ClosureQueue).
   int preferred_worker = -1;
+  // Only preferred_worker may run it, however long it waits, retries too
+  // (multi_worker_mirrored: replica r is worker r's copy of the model).
+  bool pinned = false;
   absl::Time queued_at;  // set by Put
 };
 
@@ -96,6 +99,7 @@ class ClosureQueue {
   }
   // `worker` may take `c` at `now`.
   bool Eligible(const Closure& c, int worker, absl::Time now) const {
+    if (c.pinned) return worker < 0 || c.preferred_worker == worker;
     return worker < 0 || c.preferred_worker < 0 || c.preferred_worker == worker ||
            now - c.queued_at >= locality_wait_;
   }

@@ -18,6 +18,7 @@
 #include "common/update_lease.h"
 #include "coordinator/core/closure_dispatch.h"
 #include "coordinator/core/cluster_health.h"
+#include "coordinator/core/mirrors_ps_client.h"
 
 namespace pscluster {
 namespace {
@@ -54,7 +55,10 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
       spec_(Resolved(std::move(spec), workers.size())),
       job_key_(options.lease_secret.empty() ? std::string()
                                             : DeriveJobKey(options.lease_secret, job_id_)),
-      ps_(std::move(ps)),
+      mirrors_(spec_.strategy == Strategy::kMultiWorkerMirrored && !options.worker_ps.empty()
+                   ? std::make_unique<MirrorsPsClient>(options.worker_ps)
+                   : nullptr),
+      ps_(mirrors_ != nullptr ? std::vector<PsClient*>{mirrors_.get()} : std::move(ps)),
       workers_(std::move(workers)),
       options_(std::move(options)),
       checkpoint_dir_(options_.checkpoint_dir.empty() ? spec_.checkpoint.dir
@@ -204,6 +208,9 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
   setup_request_.set_job_id(job_id_);
   setup_request_.set_spec_yaml(spec_.yaml);
   setup_request_.set_replicas(static_cast<int32_t>(spec_.replicas));
+  if (Mirrored()) {
+    for (const std::string& a : options_.worker_addresses) setup_request_.add_worker_addresses(a);
+  }
   for (const std::string& a : options_.ps_addresses) setup_request_.add_ps_addresses(a);
   for (const auto& p : plan_.placement) *setup_request_.add_placement() = p;
 
@@ -299,6 +306,7 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   const bool sync = mode == TRAIN && Synchronous();
   d.batch = mode == TRAIN ? StepExamples(spec_) : spec_.data.per_replica_batch;
   d.worker_index = w;
+  d.round = &round_;
   d.closures_per_rpc = static_cast<int>(spec_.train.closures_per_rpc);
   d.max_attempts = max_attempts_;
   d.retry_backoff = options_.retry_backoff;
@@ -306,6 +314,13 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   d.on_retry = [this](const std::string& what) {
     if (options_.metrics != nullptr) options_.metrics->ClosureRetried();
     Event("retry", what);
+    // A mirrored replica that failed left the copies apart (some applied
+    // the step, or the others wait for it): roll them all back.
+    if (Mirrored() && !ps_failed_.exchange(true)) {
+      Event("replica_failed",
+            "a multi_worker_mirrored replica failed; rolling every copy back to the last "
+            "checkpoint");
+    }
   };
   d.ps_failed = [this] { return ps_failed_.load(); };
   d.on_ps_lost = [this] {
@@ -388,6 +403,7 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
       Closure replica = c;
       replica.replica = static_cast<int>(r);
       replica.preferred_worker = static_cast<int>(r % static_cast<int64_t>(workers_.size()));
+      replica.pinned = Mirrored();
       queue.Put(std::move(replica));
     }
     if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(SyncShares(spec_));
@@ -423,6 +439,11 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
         sync ? queue.WaitUntilEmpty(absl::Milliseconds(20)) : queue.WaitFor(absl::Milliseconds(20));
     if (ps_failed_) {
       queue.Pause();
+      // Mirrored replicas still in flight wait in their ring for the one that
+      // failed: stop waiting for them.
+      if (Mirrored()) {
+        for (WorkerClient* w : workers_) w->CancelCalls();
+      }
       queue.WaitUntilIdle(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s));
       error = RecoverFromPsFailure();
       queue.Stop(absl::AbortedError("rolled back"));
@@ -556,6 +577,11 @@ absl::Status JobRunner::Run() {
   }
   Update([](JobStatusProto* s) { s->set_state(RUNNING); });
   if (options_.metrics != nullptr) options_.metrics->JobStarted(!checkpoint_dir_.empty());
+  if (Mirrored() && mirrors_ == nullptr) {
+    return Finish(absl::FailedPreconditionError(
+        "strategy multi_worker_mirrored needs the workers' copies of the model, which this "
+        "coordinator was not given"));
+  }
   if (ps_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no PS task"));
   if (workers_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no worker"));
   if (spec_.replicas == 0) {
@@ -569,7 +595,8 @@ absl::Status JobRunner::Run() {
     // Every task must answer first, workers included (a rollout may still
     // be starting them); one that never does is named.
     absl::Status s = WaitForCluster(
-        *options_.health, static_cast<int>(ps_.size()), static_cast<int>(workers_.size()),
+        *options_.health, Mirrored() ? 0 : static_cast<int>(ps_.size()),
+        static_cast<int>(workers_.size()),
         options_.ps_addresses, options_.worker_addresses, absl::Now() + options_.cluster_wait,
         absl::Milliseconds(200), [this] {
           absl::MutexLock lock(&mu_);

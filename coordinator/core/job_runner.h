@@ -9,6 +9,16 @@
 // worker, `closures_per_rpc` closures per round trip; closure_dispatch.h),
 // waits for the epoch, and evaluates with eval closures.
 //
+// multi_worker_mirrored: there is no PS; every worker holds the whole
+// model (its "PS" is a copy in its own process, served to the coordinator as
+// a ParameterServer: options.worker_ps) and each step's gradients are
+// all-reduced over the ring of workers. Splits run as for central_storage,
+// but replica r only ever runs on worker r (its copy). The copies are
+// created and restored together and checkpointed from replica 0
+// (mirrors_ps_client.h). Any failure of a replica rolls every copy back to
+// the last checkpoint (without one, to the initializers and the job's
+// start) once every worker answers again, as a PS failure does.
+//
 // strategy: central_storage (synchronous): a closure's split is
 // steps_per_closure global batches, and it runs as one closure per replica
 // (RunClosureRequest.replica; replica r prefers worker r mod workers), split
@@ -97,8 +107,13 @@ struct JobRunnerOptions {
   // variables, and every training closure is dispatched with its lease.
   // Empty: no key, no leases (in-process runs and tests).
   std::string lease_secret;
-  // Worker addresses (index i = worker i), to name a worker that is missing.
+  // Worker addresses (index i = worker i), to name a worker that is missing;
+  // multi_worker_mirrored workers also get them as their ring.
   std::vector<std::string> worker_addresses;
+  // multi_worker_mirrored: each worker's copy of the job's variables (worker
+  // i's ParameterServer service; not owned), which replace the PS tasks.
+  // Empty: such jobs fail at their start.
+  std::vector<PsClient*> worker_ps;
   // Overrides the spec's fault_tolerance.max_attempts when > 0.
   int max_attempts = 0;
   // Backoff before retry n is retry_backoff * 2^(n-1).
@@ -212,8 +227,10 @@ class JobRunner {
   std::pair<int64_t, int64_t> RecordSuccess(ClosureMode mode, const Closure& c,
                                             const RunClosureResponse& r, PhaseTotals* totals,
                                             bool* split_done) ABSL_LOCKS_EXCLUDED(mu_);
-  // strategy: central_storage.
-  bool Synchronous() const { return spec_.strategy == Strategy::kCentralStorage; }
+  // central_storage and multi_worker_mirrored.
+  bool Synchronous() const { return IsSynchronous(spec_.strategy); }
+  // multi_worker_mirrored: the "PS" is every worker's copy (mirrors_).
+  bool Mirrored() const { return spec_.strategy == Strategy::kMultiWorkerMirrored; }
   // Quiesced checkpoint of the current position. REQUIRES: no closure in flight.
   absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
   // Checkpoint() under checkpoint.on_failure / max_retries: a failed attempt
@@ -262,8 +279,12 @@ class JobRunner {
   const JobSpec spec_;
   // DeriveJobKey(options.lease_secret, job_id); empty without a secret.
   const std::string job_key_;
+  // multi_worker_mirrored: the workers' copies as one PS (null otherwise).
+  std::unique_ptr<PsClient> mirrors_;
   const std::vector<PsClient*> ps_;
   const std::vector<WorkerClient*> workers_;
+  // Rollbacks so far (RunClosureRequest.round).
+  std::atomic<int64_t> round_{0};
   const JobRunnerOptions options_;
   const std::string checkpoint_dir_;
   const int max_attempts_;

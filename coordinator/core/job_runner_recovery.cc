@@ -54,6 +54,13 @@ void JobRunner::FreeStaleNamespaces() {
 std::vector<bool> JobRunner::PsAnswering() {
   std::vector<bool> up(ps_.size(), true);
   if (options_.health == nullptr) return up;
+  if (Mirrored()) {
+    // The one "PS" is every worker's copy.
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      if (!options_.health->CheckWorker(static_cast<int>(w)).ok()) up.assign(ps_.size(), false);
+    }
+    return up;
+  }
   for (size_t p = 0; p < ps_.size(); ++p) {
     up[p] = options_.health->CheckPs(static_cast<int>(p)).ok();
   }
@@ -195,7 +202,7 @@ absl::Status JobRunner::Prepare() {
   }
   // The PS processes that hold the variables now: a later change of
   // incarnation means one restarted and lost them.
-  if (options_.health != nullptr) {
+  if (options_.health != nullptr && !Mirrored()) {
     for (size_t p = 0; p < ps_.size(); ++p) {
       absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
       if (incarnation.ok()) NotePsIncarnation(static_cast<int>(p), *incarnation);
@@ -432,7 +439,8 @@ void JobRunner::HealthLoop() {
   std::vector<absl::Time> down_since(workers_.size(), absl::InfiniteFuture());
   std::vector<bool> lost(workers_.size(), false);
   while (!stop_health_) {
-    for (size_t p = 0; p < ps_.size() && !ps_failed_; ++p) {
+    // A mirrored job's "PS" are its workers, checked below.
+    for (size_t p = 0; p < ps_.size() && !ps_failed_ && !Mirrored(); ++p) {
       absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
       if (!incarnation.ok()) {
         Event("ps_down", absl::StrCat("PS ", p, " is not answering (",
@@ -491,6 +499,23 @@ bool JobRunner::NotePsIncarnation(int ps, uint64_t incarnation) {
 }
 
 absl::Status JobRunner::WaitForEveryPs(absl::Time deadline) {
+  if (Mirrored()) {
+    // The copies live in the workers: wait for every worker.
+    for (size_t w = 0; w < workers_.size() && options_.health != nullptr; ++w) {
+      while (true) {
+        absl::Status s = options_.health->CheckWorker(static_cast<int>(w));
+        if (s.ok()) break;
+        if (absl::Now() > deadline) {
+          return absl::UnavailableError(absl::StrCat(
+              "worker ", w, " (", workers_[w]->address(), ") did not come back within ",
+              absl::FormatDuration(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s)),
+              ": ", s.message()));
+        }
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+    }
+    return absl::OkStatus();
+  }
   for (size_t p = 0; p < ps_.size(); ++p) {
     while (true) {
       absl::Status s = absl::OkStatus();
@@ -530,7 +555,24 @@ absl::Status JobRunner::RecoverFromPsFailure() {
     ps_failed_ = false;
     absl::Status restored =
         checkpoints_ != nullptr ? RestorePosition() : absl::NotFoundError("no checkpoint directory");
-    if (absl::IsNotFound(restored)) {
+    if (absl::IsNotFound(restored) && Mirrored()) {
+      // Nothing to roll back to: every copy starts again from the
+      // initializers, and the job from its first step (copies that trained
+      // on cannot be mixed with fresh ones).
+      EndOnEveryPs();
+      restored = CreateAll(plan_, ps_);
+      {
+        absl::MutexLock lock(&mu_);
+        epoch_ = 0;
+        finished_splits_.clear();
+        epoch_examples_ = 0;
+        epoch_loss_sum_ = 0;
+        status_.set_steps(0);
+        status_.set_examples(0);
+      }
+      how = "no checkpoint: every replica's copy re-created from the initializers, training "
+            "restarted from the first step";
+    } else if (absl::IsNotFound(restored)) {
       // Nothing to roll back to: the PS that lost its variables gets fresh ones.
       restored = CreateAll(plan_, ps_);
       how = "no checkpoint: re-created the lost variables from their initializers";
@@ -546,6 +588,8 @@ absl::Status JobRunner::RecoverFromPsFailure() {
                  restored.ToString());
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - back);
+  // Shares of the run before this rollback never meet those after it.
+  ++round_;
   int64_t lost;
   {
     absl::MutexLock lock(&mu_);

@@ -49,7 +49,8 @@ int64_t SyncSteps::expired_waits() const {
 }
 
 absl::Status SyncSteps::Add(const PushRequest& request, int64_t examples, Step* step) {
-  if (examples == 0) return absl::OkStatus();  // an empty slice: no gradient
+  // An empty slice: its (zero) gradients weigh nothing.
+  if (examples == 0) return absl::OkStatus();
   const float w = static_cast<float>(examples);
   for (const NamedTensor& g : request.gradients()) {
     const std::string& data = g.tensor().data();
@@ -110,11 +111,6 @@ void SyncSteps::Push(const PushRequest& request, PushResponse* response, Done do
   if (share.examples() < 0) {
     done(absl::InvalidArgumentError(absl::StrCat(name, ": replica ", share.replica(), " gave ",
                                                  share.examples(), " examples")));
-    return;
-  }
-  if (share.examples() == 0 && (request.gradients_size() > 0 || request.sparse_size() > 0)) {
-    done(absl::InvalidArgumentError(
-        absl::StrCat(name, ": replica ", share.replica(), " pushed gradients of 0 examples")));
     return;
   }
   // The gradients must be ones Push would take, before they are summed.

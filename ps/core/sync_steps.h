@@ -67,7 +67,8 @@ class SyncSteps {
   // Takes one replica's share (`request.update().sync()` set; the lease was
   // checked by the caller). `done` is called exactly once, here or later:
   // at once with an error (INVALID_ARGUMENT: a bad share — replica outside
-  // [0, replicas), replicas < 1 or not the step's count, examples < 0,
+  // [0, replicas), replicas < 1 or not the step's count, examples < 0 (a
+  // share of 0 examples counts its replica in; its gradients weigh nothing),
   // gradients Push would refuse; RESOURCE_EXHAUSTED: too many pending
   // steps), at once with OK for a share without a pull, and for a share
   // with a pull once the step is applied and `response->pulled` is filled

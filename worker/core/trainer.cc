@@ -180,6 +180,7 @@ absl::Status Trainer::Push(Context* ctx, const RunClosureRequest& closure, int64
       share->set_replica(closure.replica());
       share->set_replicas(static_cast<int32_t>(SyncShares(spec_)));
       share->set_examples(sync_examples);
+      share->set_round(closure.round());
     } else {
       key->clear_sync();
     }
@@ -406,12 +407,25 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
         router_->BuildPush(ctx->step, &ctx->grads, ctx->row_grads, &ctx->push);
       } else {
         // An empty slice (the epoch's last step is short): a share of no
-        // examples still counts the replica in.
-        ctx->push.resize(ps_.size());
-        for (PushRequest& p : ctx->push) {
-          p.clear_gradients();
-          p.clear_sparse();
+        // examples still counts the replica in, with zero gradients of the
+        // usual shapes (a mirrored ring fuses the same layout everywhere).
+        ctx->grads.resize(ctx->params.size());
+        for (size_t v = 0; v < ctx->params.size(); ++v) {
+          const Tensor& p = ctx->params[v];
+          Tensor& g = ctx->grads[v];
+          if (p.num_elements() == 0) {
+            g = Tensor();
+          } else if (g.shape() != p.shape() || g.num_elements() != p.num_elements()) {
+            g = Tensor(p.shape());
+          } else {
+            std::fill(g.values().begin(), g.values().end(), 0.0f);
+          }
         }
+        ctx->row_grads.resize(ctx->rows.size());
+        for (size_t f = 0; f < ctx->rows.size(); ++f) {
+          ctx->row_grads[f] = Tensor(ctx->rows[f].shape());
+        }
+        router_->BuildPush(ctx->step, &ctx->grads, ctx->row_grads, &ctx->push);
       }
       // The next step of this closure is gathered and planned now, so that
       // its pull rides on this push. A plan that fails (e.g. an id outside

@@ -34,7 +34,19 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
   RETURN_IF_ERROR(ResolveReplicas(std::max<int64_t>(1, request.replicas()), &spec));
   if (data_roots_.has_value()) RETURN_IF_ERROR(CheckDataFiles(spec, *data_roots_));
   std::vector<std::unique_ptr<PsClient>> ps;
-  for (const std::string& address : request.ps_addresses()) ps.push_back(ps_client_factory_(address));
+  if (spec.strategy == Strategy::kMultiWorkerMirrored) {
+    // No PS: this worker's copy, all-reduced with the other workers'.
+    if (!mirror_factory_) {
+      return absl::FailedPreconditionError(
+          "this worker cannot run multi_worker_mirrored jobs (no collective service)");
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<PsClient> mirror, mirror_factory_(request));
+    ps.push_back(std::move(mirror));
+  } else {
+    for (const std::string& address : request.ps_addresses()) {
+      ps.push_back(ps_client_factory_(address));
+    }
+  }
   std::vector<VariablePlacementProto> placement(request.placement().begin(),
                                                 request.placement().end());
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,

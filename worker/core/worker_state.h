@@ -34,6 +34,13 @@ class WorkerState {
   explicit WorkerState(PsClientFactory ps_client_factory,
                        std::optional<std::vector<std::string>> data_roots = std::nullopt);
 
+  // Makes a multi_worker_mirrored job's PS client: this worker's own copy of
+  // the variables behind a ring all-reduce (mirrored_ps_client.h).
+  using MirrorFactory =
+      std::function<absl::StatusOr<std::unique_ptr<PsClient>>(const SetupJobRequest& request)>;
+  // Without one, SetupJob of a multi_worker_mirrored job is FAILED_PRECONDITION.
+  void set_mirror_factory(MirrorFactory factory) { mirror_factory_ = std::move(factory); }
+
   // INVALID_ARGUMENT for a bad spec (its message names file:line:column) or
   // a data file outside the data roots (naming the field, the path and
   // --data_root), plus Trainer::Create's errors (which never quote a data
@@ -53,6 +60,7 @@ class WorkerState {
 
  private:
   PsClientFactory ps_client_factory_;
+  MirrorFactory mirror_factory_;
   const std::optional<std::vector<std::string>> data_roots_;
   absl::Mutex setup_mu_;  // serialises SetupJob calls; held while data loads
   absl::Mutex mu_;
