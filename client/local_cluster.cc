@@ -88,10 +88,11 @@ absl::StatusOr<bool> BinaryHasFlag(const std::string& bin, const std::string& fl
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
-  if (options.num_ps < 1 || options.num_workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("a local cluster needs at least one ps and one ",
-                                                   "worker, got --ps ", options.num_ps,
-                                                   " --workers ", options.num_workers));
+  if (options.num_ps < 0 || options.num_workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("a local cluster needs at least one worker ",
+                                                   "and no negative number of ps, got --ps ",
+                                                   options.num_ps, " --workers ",
+                                                   options.num_workers));
   }
   std::unique_ptr<LocalCluster> cluster(new LocalCluster());
   cluster->options_ = options;
@@ -131,8 +132,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     }
     return absl::StrJoin(addresses, ",");
   };
-  coordinator.flags = {"--ps=" + join(0, options.num_ps),
-                       "--workers=" + join(options.num_ps, servers)};
+  coordinator.flags = {"--workers=" + join(options.num_ps, servers)};
+  if (options.num_ps > 0) coordinator.flags.push_back("--ps=" + join(0, options.num_ps));
   coordinator.flags.insert(coordinator.flags.end(), options.coordinator_flags.begin(),
                            options.coordinator_flags.end());
   coordinator.flags.insert(coordinator.flags.end(), options.server_flags.begin(),

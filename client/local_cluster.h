@@ -56,7 +56,7 @@ struct RestartPolicy {
 absl::Duration RestartDelay(const RestartPolicy& policy, int attempt);
 
 struct LocalClusterOptions {
-  int num_ps = 2;       // >= 1
+  int num_ps = 2;       // >= 0 (0: multi_worker_mirrored jobs only)
   int num_workers = 2;  // >= 1
   // Existing directory for logs and port files.
   std::string run_dir;

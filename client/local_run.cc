@@ -214,7 +214,10 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   std::FILE* info = json ? stderr : stdout;
   RunResult result;
   result.strategy = StrategyName(spec.strategy);
-  result.ps = options.num_ps;
+  // multi_worker_mirrored has no PS: the workers hold the model.
+  const bool mirrored = spec.strategy == Strategy::kMultiWorkerMirrored;
+  const int num_ps = mirrored ? 0 : options.num_ps;
+  result.ps = num_ps;
   result.workers = options.num_workers;
   result.status.set_name(spec.name);
   std::unique_ptr<RunDir> run_dir_holder;  // set below; outlives every Report
@@ -229,7 +232,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   };
 
   LocalClusterOptions cluster_options;
-  cluster_options.num_ps = options.num_ps;
+  cluster_options.num_ps = num_ps;
   cluster_options.num_workers = options.num_workers;
   cluster_options.ps_server_bin = options.ps_server_bin;
   cluster_options.worker_server_bin = options.worker_server_bin;
@@ -271,6 +274,8 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
     const std::string checkpoint_root = "--checkpoint_root=" + roots->checkpoint_root;
     cluster_options.ps_flags.push_back(checkpoint_root);
     cluster_options.coordinator_flags.push_back(checkpoint_root);
+    // A mirrored job's workers checkpoint their own copies.
+    if (mirrored) cluster_options.worker_flags.push_back(checkpoint_root);
     if (!roots->data_roots.empty()) {
       const std::string data_root = "--data_root=" + absl::StrJoin(roots->data_roots, ",");
       cluster_options.coordinator_flags.push_back(data_root);
@@ -317,7 +322,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
                                 " worker=", absl::StrJoin(result.metrics->worker, ","));
   }
   std::fprintf(info, "psctl: cluster up: %d ps, %d workers, coordinator %s; logs in %s%s\n",
-               options.num_ps, options.num_workers, cluster->coordinator_address().c_str(),
+               num_ps, options.num_workers, cluster->coordinator_address().c_str(),
                cluster_options.run_dir.c_str(), metrics_line.c_str());
   std::fflush(info);
 

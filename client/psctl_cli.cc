@@ -69,7 +69,8 @@ void AddLocal(CLI::App* app, PsctlCommandLine* cl) {
       "1 coordinator), show progress, print the result and stop every child");
   LocalRunOptions& o = cl->local;
   sub->add_option("JOB.yaml", cl->argument, "the job spec")->required();
-  sub->add_option("--ps", o.num_ps, "number of ps_server processes")
+  sub->add_option("--ps", o.num_ps,
+                  "number of ps_server processes (strategy multi_worker_mirrored runs none)")
       ->check(CLI::Range(1, INT_MAX))
       ->capture_default_str();
   sub->add_option("--workers", o.num_workers, "number of worker_server processes")

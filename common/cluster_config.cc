@@ -116,7 +116,8 @@ absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node, absl::strin
                  absl::StrCat("`cluster.chief` has ", spec.chief.size(),
                               " tasks; there is exactly one chief (the coordinator)"));
   }
-  if (spec.ps.empty()) return Error(source, node, "`cluster` has no ps task (needs at least one)");
+  // No ps: a cluster for multi_worker_mirrored jobs only (TF's TF_CONFIG
+  // for MultiWorkerMirroredStrategy has none either).
   if (spec.worker.empty()) {
     return Error(source, node, "`cluster` has no worker task (needs at least one)");
   }

@@ -72,7 +72,8 @@ struct ClusterConfig {
 // Parses TF_CONFIG's JSON text. `source` names it in errors ("TF_CONFIG").
 // INVALID_ARGUMENT names the problem: malformed JSON (with line:column), a
 // missing or malformed `cluster` or `task`, an unknown job or task type, an
-// index out of range, a bad or duplicate address, no worker or no ps, or a
+// index out of range, a bad or duplicate address, no worker (no ps is a
+// cluster for multi_worker_mirrored jobs only), or a
 // chief task when the cluster has no chief.
 absl::StatusOr<ClusterConfig> ParseTfConfig(absl::string_view text,
                                             absl::string_view source = "TF_CONFIG");

@@ -115,14 +115,17 @@ INSTANTIATE_TEST_SUITE_P(
                 R"({"cluster": {"chief": ["c:1", "d:1"], "worker": ["a:1"], "ps": ["b:2"]},)"
                 R"( "task": {"type": "ps"}})",
                 "exactly one chief"},
-        BadCase{"no_ps", R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}})",
-                "`cluster` has no ps task"},
-        BadCase{"empty_ps",
-                R"({"cluster": {"worker": ["a:1"], "ps": []}, "task": {"type": "worker"}})",
-                "`cluster` has no ps task"},
         BadCase{"no_worker", R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps"}})",
                 "`cluster` has no worker task"}),
     [](const ::testing::TestParamInfo<BadCase> &info) { return std::string(info.param.name); });
+
+// TF's TF_CONFIG for MultiWorkerMirroredStrategy: workers only.
+TEST(ParseTfConfigTest, WorkersOnlyIsACluster) {
+  auto config = ParseTfConfig(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->cluster.ps.empty());
+  EXPECT_EQ(config->cluster.worker.size(), 2u);
+}
 
 TEST(ParseClusterFileTest, ParsesYaml) {
   auto spec = ParseClusterFile(

@@ -116,9 +116,9 @@ int main(int argc, char** argv) {
     ps_addresses = (*cluster)->cluster.ps;
     worker_addresses = (*cluster)->cluster.worker;
   }
-  if (ps_addresses.empty() || worker_addresses.empty()) {
-    std::cerr << "coordinator: --ps and --workers must each name at least one host:port (or "
-                 "give the cluster: --cluster FILE or TF_CONFIG)\n";
+  if (worker_addresses.empty()) {
+    std::cerr << "coordinator: --workers must name at least one host:port (or give the "
+                 "cluster: --cluster FILE or TF_CONFIG)\n";
     return pscluster::kExitBadFlags;
   }
   for (const auto* list : {&ps_addresses, &worker_addresses}) {
@@ -167,9 +167,18 @@ int main(int argc, char** argv) {
   }
   std::vector<std::unique_ptr<pscluster::GrpcWorkerClient>> worker_clients;
   std::vector<pscluster::WorkerClient*> workers;
+  // strategy: multi_worker_mirrored: each worker's copy of a job's
+  // variables, served by the worker as a ParameterServer.
+  std::vector<std::unique_ptr<pscluster::GrpcPsClient>> copy_clients;
+  std::vector<pscluster::PsClient*> copies;
   for (const std::string& a : worker_addresses) {
     worker_clients.push_back(std::make_unique<pscluster::GrpcWorkerClient>(a));
     workers.push_back(worker_clients.back().get());
+    pscluster::GrpcPsClient::Options o;
+    o.target = a;
+    o.wait_for_ready = true;
+    copy_clients.push_back(std::make_unique<pscluster::GrpcPsClient>(o));
+    copies.push_back(copy_clients.back().get());
   }
   pscluster::GrpcHealthChecker health(ps_addresses, worker_addresses);
   pscluster::JobRunnerOptions runner_options;
@@ -178,6 +187,7 @@ int main(int argc, char** argv) {
   runner_options.health = &health;
   runner_options.cluster_wait = absl::Seconds(absl::GetFlag(FLAGS_cluster_wait_s));
   runner_options.worker_addresses = worker_addresses;
+  runner_options.worker_ps = copies;
   runner_options.ps_memory_limit_bytes = absl::GetFlag(FLAGS_ps_memory_limit_bytes);
   runner_options.registry = registry;
   runner_options.data_roots = absl::GetFlag(FLAGS_data_root);

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# strategy: central_storage (synchronous PS) against the asynchronous
-# strategy on the same jobs, under `psctl local` with 2 PS x 2 workers:
-#   - Fashion-MNIST MLP (2 epochs): eval accuracy within 0.01 of async;
-#   - examples/movielens_ctr.yaml (embeddings, hash tables): eval AUC within
-#     0.01 of async;
-# and for each synchronous run: 2 replicas, global batch = 2 x per-replica,
-# one update per global step on every PS (applied == steps == ceil(examples /
-# global batch) x epochs).
+# The synchronous strategies against the asynchronous one, under `psctl
+# local` with 2 workers (and 2 PS where the strategy has PS).
 #
-# usage: sync_strategy_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR MOVIELENS_YAML MOVIELENS_CSV
+# usage: sync_strategy_test.sh CASE PSCTL PS_SERVER WORKER_SERVER COORDINATOR MOVIELENS_YAML MOVIELENS_CSV
+#   accuracy  Fashion-MNIST MLP (2 epochs) and examples/movielens_ctr.yaml
+#             (embeddings, hash tables) with parameter_server, central_storage
+#             and multi_worker_mirrored: each synchronous run within 0.01 of
+#             the asynchronous accuracy / AUC, 2 replicas, global batch = 2 x
+#             per-replica, one update per global step (applied == steps ==
+#             ceil(examples / global batch) x epochs on every PS, or on
+#             replica 0's copy), and the two synchronous strategies agree.
+#   kill_mirrored  multi_worker_mirrored with checkpoints; worker-1 killed
+#             with kill -9 at 30 % of the steps (a point of training progress):
+#             psctl restarts it, every copy rolls back to the last checkpoint,
+#             the job succeeds with lost steps counted and every step applied.
 set -euo pipefail
 
+case_name="$1"
+shift
 source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 PSCTL="$(abs "$1")"
 BIN_FLAGS=(--ps_server_bin="$(abs "$2")" --worker_server_bin="$(abs "$3")"
@@ -24,21 +31,11 @@ DATA=/usr/share/datasets/fashion-mnist
   fail "data/movielens/movielens.csv is missing: ./setup.sh exports it from r-cran-dslabs"
 CSV="$(abs "$6")"
 
-# run NAME YAML: psctl local on 2 PS x 2 workers, JSON result in $TMP/NAME.json.
-run() {
-  local rc=0
-  timeout 600 "$PSCTL" local "$2" --ps 2 --workers 2 --describe --output json "${BIN_FLAGS[@]}" \
-    > "$TMP/$1.json" 2> "$TMP/$1.err" &
-  local pid=$!
-  STARTED_PIDS+=("$pid")
-  wait "$pid" || rc=$?
-  ((rc == 0)) || { tail -30 "$TMP/$1.err" >&2; fail "$1: psctl local exited $rc"; }
-}
-
-for strategy in parameter_server central_storage; do
-  cat > "$TMP/fmnist_$strategy.yaml" <<YAML
-name: fmnist-$strategy
-strategy: $strategy
+# fmnist_job FILE STRATEGY EPOCHS [EXTRA YAML LINE]
+fmnist_job() {
+  cat > "$1" <<YAML
+name: fmnist-$2
+strategy: $2
 seed: 7
 model:
   inputs: {dense: 784}
@@ -54,43 +51,116 @@ data:
     images: $DATA/t10k-images-idx3-ubyte.gz
     labels: $DATA/t10k-labels-idx1-ubyte.gz
   per_replica_batch: 64
-train: {epochs: 2, steps_per_closure: 10, closures_per_worker: 1}
+train: {epochs: $3, steps_per_closure: 10, closures_per_worker: 1}
+${4:-}
 YAML
-  sed -e "s|path: data/movielens/movielens.csv|path: $CSV|" \
-      -e "s|^strategy: parameter_server|strategy: $strategy|" \
-      "$MOVIELENS_YAML" > "$TMP/movielens_$strategy.yaml"
-  grep -q "^strategy: $strategy" "$TMP/movielens_$strategy.yaml" ||
-    fail "could not set the strategy of $MOVIELENS_YAML"
-  run "fmnist_$strategy" "$TMP/fmnist_$strategy.yaml"
-  run "movielens_$strategy" "$TMP/movielens_$strategy.yaml"
-done
+}
 
-python3 - "$TMP" <<'PY' || fail "central_storage does not match the asynchronous strategy"
+# run NAME YAML: psctl local on 2 PS x 2 workers, JSON result in $TMP/NAME.json.
+run() {
+  local rc=0
+  timeout 600 "$PSCTL" local "$2" --ps 2 --workers 2 --describe --output json "${BIN_FLAGS[@]}" \
+    > "$TMP/$1.json" 2> "$TMP/$1.err" &
+  local pid=$!
+  STARTED_PIDS+=("$pid")
+  wait "$pid" || rc=$?
+  ((rc == 0)) || { tail -30 "$TMP/$1.err" >&2; fail "$1: psctl local exited $rc"; }
+}
+
+test_accuracy() {
+  local strategy
+  for strategy in parameter_server central_storage multi_worker_mirrored; do
+    fmnist_job "$TMP/fmnist_$strategy.yaml" "$strategy" 2
+    sed -e "s|path: data/movielens/movielens.csv|path: $CSV|" \
+        -e "s|^strategy: parameter_server|strategy: $strategy|" \
+        "$MOVIELENS_YAML" > "$TMP/movielens_$strategy.yaml"
+    grep -q "^strategy: $strategy" "$TMP/movielens_$strategy.yaml" ||
+      fail "could not set the strategy of $MOVIELENS_YAML"
+    run "fmnist_$strategy" "$TMP/fmnist_$strategy.yaml"
+    run "movielens_$strategy" "$TMP/movielens_$strategy.yaml"
+  done
+  python3 - "$TMP" <<'PY' || fail "a synchronous strategy does not match the asynchronous one"
 import json, math, os, sys
 tmp = sys.argv[1]
 def load(name):
     return json.load(open(os.path.join(tmp, name + ".json")))
 for job, metric, train_examples in (("fmnist", "eval_accuracy", 60000), ("movielens", "eval_auc", None)):
-    a, s = load(job + "_parameter_server"), load(job + "_central_storage")
-    for r in (a, s):
-        assert r["state"] == "SUCCEEDED", r
-    assert s["strategy"] == "central_storage", s["strategy"]
-    assert s["replicas"] == 2 and s["global_batch"] == 2 * s["per_replica_batch"], s
-    epochs = len(s["epochs"])
-    if train_examples is not None:
-        expected = epochs * math.ceil(train_examples / s["global_batch"])
-        assert s["total_steps"] == expected, (s["total_steps"], expected)
-    # One update per global step on every PS, however many replicas pushed.
-    assert s["steps"] == s["total_steps"], s
-    applied = [p["applied_steps"] for p in s["describe"]["ps"]]
-    assert applied == [s["steps"]] * 2, (applied, s["steps"])
-    # The asynchronous job takes a step per replica batch: twice as many.
-    assert a["steps"] == 2 * s["steps"] or abs(a["steps"] - 2 * s["steps"]) <= 2 * epochs, \
-        (a["steps"], s["steps"])
-    print("%-9s %s: async %.4f (%d steps, %.0f ex/s)  central_storage %.4f (%d steps, %.0f ex/s)" % (
-        job, metric, a[metric], a["steps"], a["examples_per_sec"], s[metric], s["steps"],
-        s["examples_per_sec"]))
-    assert abs(a[metric] - s[metric]) <= 0.01, "%s: async %.4f vs central_storage %.4f" % (
-        metric, a[metric], s[metric])
+    a = load(job + "_parameter_server")
+    assert a["state"] == "SUCCEEDED", a
+    line = "%-9s %s: async %.4f (%d steps, %.0f ex/s)" % (
+        job, metric, a[metric], a["steps"], a["examples_per_sec"])
+    results = {}
+    for strategy in ("central_storage", "multi_worker_mirrored"):
+        s = load("%s_%s" % (job, strategy))
+        assert s["state"] == "SUCCEEDED", s
+        assert s["strategy"] == strategy, s["strategy"]
+        assert s["replicas"] == 2 and s["global_batch"] == 2 * s["per_replica_batch"], s
+        epochs = len(s["epochs"])
+        if train_examples is not None:
+            expected = epochs * math.ceil(train_examples / s["global_batch"])
+            assert s["total_steps"] == expected, (strategy, s["total_steps"], expected)
+        # One update per global step on every PS (the mirrored job's one
+        # "PS" is replica 0's copy), however many replicas pushed.
+        assert s["steps"] == s["total_steps"], s
+        applied = [p["applied_steps"] for p in s["describe"]["ps"]]
+        copies = 1 if strategy == "multi_worker_mirrored" else 2
+        assert s["ps"] == (0 if copies == 1 else 2), s["ps"]
+        assert applied == [s["steps"]] * copies, (strategy, applied, s["steps"])
+        # The asynchronous job takes a step per replica batch: twice as many.
+        assert abs(a["steps"] - 2 * s["steps"]) <= 2 * epochs, (a["steps"], s["steps"])
+        line += "  %s %.4f (%d steps, %.0f ex/s)" % (strategy, s[metric], s["steps"],
+                                                    s["examples_per_sec"])
+        assert abs(a[metric] - s[metric]) <= 0.01, "%s %s: async %.4f vs %.4f" % (
+            strategy, metric, a[metric], s[metric])
+        results[strategy] = s[metric]
+    print(line)
+    # The same data order and the same mean gradient each step: the two
+    # synchronous strategies train the same model (up to summation order).
+    assert abs(results["central_storage"] - results["multi_worker_mirrored"]) <= 0.002, results
 print("OK")
 PY
+}
+
+test_kill_mirrored() {
+  fmnist_job "$TMP/job.yaml" multi_worker_mirrored 6 \
+    "checkpoint: {dir: $TMP/ckpt, every_steps: 300}"
+  local run_dir="$TMP/run"
+  local_in_background "$TMP/out.json" "$TMP/err" 300 "$TMP/job.yaml" --workers 2 \
+    --output json --describe --run_dir "$run_dir" "${BIN_FLAGS[@]}"
+  wait_progress "$ADDRESS" 0.3 240 ||
+    { tail -30 "$TMP/err" >&2; fail "the job ended (or stalled) before 30 % of its steps"; }
+  local victim
+  victim="$(pgrep -P "$PSCTL_PID" -f 'worker_server .*/worker-1\.port' | head -1 || true)"
+  [[ -n "$victim" ]] || { tail -30 "$TMP/err" >&2; fail "no worker-1 under psctl"; }
+  STARTED_PIDS+=("$victim")
+  echo "kill -9 worker-1 (pid $victim) at 30 % of the steps"
+  kill -9 "$victim"
+  local rc=0
+  wait "$TPID" || rc=$?
+  ((rc == 0)) || { tail -40 "$TMP/err" >&2; fail "psctl local exited $rc"; }
+  grep -q "psctl: restarted worker-1 (pid $victim" "$TMP/err" ||
+    { tail -30 "$TMP/err" >&2; fail "worker-1 was not restarted"; }
+  python3 - "$TMP/out.json" <<'PY' || { tail -30 "$TMP/err" >&2; fail "bad result"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["state"] == "SUCCEEDED", r
+assert r["strategy"] == "multi_worker_mirrored" and r["ps"] == 0, r
+assert r["ps_recoveries"] >= 1, "no rollback: %s" % r
+# Rolled back to a checkpoint (every 300 steps): fewer than 300 steps lost
+# per rollback, and at least one.
+assert 1 <= r["lost_steps"] < 300 * r["ps_recoveries"], r["lost_steps"]
+assert r["steps"] == r["total_steps"], r
+assert r["steps_trained"] - r["steps"] == r["lost_steps"], r
+applied = r["describe"]["ps"][0]["applied_steps"]
+assert applied == r["total_steps"], "replica 0 applied %d of %d steps" % (applied, r["total_steps"])
+assert r["eval_accuracy"] > 0.8, r["eval_accuracy"]
+print("OK: accuracy %.4f, rollbacks %d, lost steps %d, restarts %s" % (
+    r["eval_accuracy"], r["ps_recoveries"], r["lost_steps"], r["restarts"]))
+PY
+}
+
+case "$case_name" in
+  accuracy) test_accuracy ;;
+  kill_mirrored) test_kill_mirrored ;;
+  *) fail "unknown case $case_name" ;;
+esac

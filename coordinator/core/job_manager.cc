@@ -186,7 +186,10 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
   // this cluster's workers.
   RETURN_IF_ERROR(
       ResolveReplicas(ReplicasFor(spec, static_cast<int64_t>(workers_.size())), &spec));
-  RETURN_IF_ERROR(AdmitJob(spec, static_cast<int>(ps_.size()), options_.ps_memory_limit_bytes));
+  // A multi_worker_mirrored job's one "PS" is each worker's whole copy.
+  RETURN_IF_ERROR(AdmitJob(
+      spec, spec.strategy == Strategy::kMultiWorkerMirrored ? 1 : static_cast<int>(ps_.size()),
+      options_.ps_memory_limit_bytes));
   RETURN_IF_ERROR(AdmitJobPaths(spec, options_.checkpoint_root, options_.data_roots));
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the coordinator is shutting down");

@@ -590,6 +590,14 @@ absl::Status JobRunner::RecoverFromPsFailure() {
   const double seconds = absl::ToDoubleSeconds(absl::Now() - back);
   // Shares of the run before this rollback never meet those after it.
   ++round_;
+  if (Mirrored()) {
+    // A restarted worker lost its setup: give it now, or its first closure
+    // would fail (and roll the copies back once more) for want of it.
+    for (WorkerClient* w : workers_) {
+      SetupJobResponse ignored;
+      w->SetupJob(setup_request_, &ignored).IgnoreError();
+    }
+  }
   int64_t lost;
   {
     absl::MutexLock lock(&mu_);

@@ -33,17 +33,15 @@ absl::Status MirrorsPsClient::CreateVariables(const CreateVariablesRequest& requ
 }
 
 absl::Status MirrorsPsClient::Restore(const RestoreRequest& request, RestoreResponse* response) {
-  return Everywhere(copies_, request, response,
-                    [](PsClient* c, const RestoreRequest& q, RestoreResponse* r) {
-                      return c->Restore(q, r);
-                    });
+  return Everywhere(
+      copies_, request, response,
+      [](PsClient* c, const RestoreRequest& q, RestoreResponse* r) { return c->Restore(q, r); });
 }
 
 absl::Status MirrorsPsClient::EndJob(const EndJobRequest& request, EndJobResponse* response) {
-  return Everywhere(copies_, request, response,
-                    [](PsClient* c, const EndJobRequest& q, EndJobResponse* r) {
-                      return c->EndJob(q, r);
-                    });
+  return Everywhere(
+      copies_, request, response,
+      [](PsClient* c, const EndJobRequest& q, EndJobResponse* r) { return c->EndJob(q, r); });
 }
 
 absl::Status MirrorsPsClient::PruneKeys(const PruneKeysRequest& request,

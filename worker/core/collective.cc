@@ -46,8 +46,8 @@ absl::Status SendNext(const RingContext& ctx, CollectiveChunk chunk) {
   const int next = Mod(ctx.replica + 1, ctx.replicas);
   absl::Status s = ctx.peers->Send(next, chunk);
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(What(ctx), ": sending to replica ", next, ": ",
-                                             s.message()));
+  return absl::Status(s.code(),
+                      absl::StrCat(What(ctx), ": sending to replica ", next, ": ", s.message()));
 }
 
 absl::StatusOr<CollectiveChunk> TakePrevious(const RingContext& ctx, const CollectiveChunk& key) {
@@ -61,10 +61,10 @@ absl::StatusOr<CollectiveChunk> TakePrevious(const RingContext& ctx, const Colle
   if (!chunk.ok()) return chunk.status();
   if (chunk->from_replica() != previous || chunk->lease() != ctx.lease ||
       chunk->layout() != ctx.layout) {
-    return absl::InternalError(absl::StrCat(
-        What(ctx), ": a chunk from replica ", chunk->from_replica(), " (expected ", previous,
-        ") does not match this replica's ",
-        chunk->lease() != ctx.lease ? "lease" : "variables (another model?)"));
+    return absl::InternalError(
+        absl::StrCat(What(ctx), ": a chunk from replica ", chunk->from_replica(), " (expected ",
+                     previous, ") does not match this replica's ",
+                     chunk->lease() != ctx.lease ? "lease" : "variables (another model?)"));
   }
   return chunk;
 }
@@ -91,8 +91,8 @@ absl::Status CollectiveMailbox::Deliver(CollectiveChunk chunk) {
   const int64_t size = static_cast<int64_t>(chunk.data().size());
   if (bytes_ + size > max_bytes_) Purge(now);
   if (bytes_ + size > max_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("collective mailbox full: ", bytes_,
-                                                     " bytes held, limit ", max_bytes_));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("collective mailbox full: ", bytes_, " bytes held, limit ", max_bytes_));
   }
   Key key = KeyOf(chunk);
   auto it = chunks_.find(key);

@@ -59,9 +59,8 @@ TEST(RingAllReduceTest, SumsAndEveryReplicaGetsTheSameBits) {
       std::vector<absl::Status> status(replicas);
       std::vector<std::thread> threads;
       for (int r = 0; r < replicas; ++r) {
-        threads.emplace_back([&, r] {
-          status[r] = RingAllReduce(ring.Context(r), 0, absl::MakeSpan(data[r]));
-        });
+        threads.emplace_back(
+            [&, r] { status[r] = RingAllReduce(ring.Context(r), 0, absl::MakeSpan(data[r])); });
       }
       for (auto& t : threads) t.join();
       for (int r = 0; r < replicas; ++r) {
@@ -80,7 +79,8 @@ TEST(RingAllGatherTest, EveryReplicaGetsEveryBlob) {
   std::vector<absl::StatusOr<std::vector<std::string>>> out(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] { out[r] = RingAllGather(ring.Context(r), std::string(r + 1, 'a' + r)); });
+    threads.emplace_back(
+        [&, r] { out[r] = RingAllGather(ring.Context(r), std::string(r + 1, 'a' + r)); });
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < 3; ++r) {
@@ -142,9 +142,9 @@ TEST(MirroredPsClientTest, ReplicasApplyTheSameMeanUpdate) {
     o.job_id = "job";
     o.collective_timeout = absl::Seconds(20);
     o.bucket_elements = 3;  // several buckets
-    clients.push_back(std::make_unique<MirroredPsClient>(
-        std::make_unique<InProcessPsClient>(stores.back().get()), &ring.mailboxes[r], ring.peers,
-        o));
+    clients.push_back(
+        std::make_unique<MirroredPsClient>(std::make_unique<InProcessPsClient>(stores.back().get()),
+                                           &ring.mailboxes[r], ring.peers, o));
     CreateVariablesRequest create;
     create.set_job("job");
     for (auto [name, shape] : {std::pair<std::string, Shape>{"w", {5}}, {"emb", {4, 2}}}) {

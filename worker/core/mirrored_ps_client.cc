@@ -1,5 +1,7 @@
 #include "worker/core/mirrored_ps_client.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -9,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include <xxhash.h>
 
 namespace pscluster {
 namespace {
@@ -100,8 +101,8 @@ absl::Status MirroredPsClient::Push(const PushRequest& request, PushResponse* re
   for (size_t b = 0; b * bucket < fused.size(); ++b) {
     const size_t begin = b * bucket;
     const size_t len = std::min(bucket, fused.size() - begin);
-    RETURN_IF_ERROR(RingAllReduce(ctx, static_cast<int>(b),
-                                  absl::MakeSpan(fused.data() + begin, len)));
+    RETURN_IF_ERROR(
+        RingAllReduce(ctx, static_cast<int>(b), absl::MakeSpan(fused.data() + begin, len)));
   }
   const float examples = fused[total];
   const bool rows = fused[total + 1] > 0;

@@ -14,8 +14,7 @@ grpc::Status CollectiveService::Deliver(grpc::ServerContext*, const CollectiveCh
   return handler_.Run("Deliver", [&] { return mailbox_->Deliver(*request); });
 }
 
-GrpcCollectivePeers::GrpcCollectivePeers(std::vector<std::string> addresses,
-                                         absl::Duration timeout)
+GrpcCollectivePeers::GrpcCollectivePeers(std::vector<std::string> addresses, absl::Duration timeout)
     : addresses_(std::move(addresses)), timeout_(timeout) {
   for (const std::string& a : addresses_) stubs_.push_back(Collective::NewStub(MakeChannel(a)));
 }
