@@ -10,6 +10,13 @@
 #             per-replica, one update per global step (applied == steps ==
 #             ceil(examples / global batch) x epochs on every PS, or on
 #             replica 0's copy), and the two synchronous strategies agree.
+#   checkpoint_interop  examples/movielens_ctr.yaml (a partitioned embedding,
+#             hash tables, Adam slots) checkpointed by each kind of job and
+#             resumed by another: 1 epoch parameter_server on 2 PS, then a 2nd
+#             with multi_worker_mirrored (no PS: every worker restores a whole
+#             copy; replica 0 writes the next checkpoint), then a 3rd with
+#             central_storage on 1 PS. Each resumes (not starts over), keeps
+#             the hash-table rows and the epochs before, and the loss goes on.
 #   kill_mirrored  multi_worker_mirrored with checkpoints; worker-1 killed
 #             with kill -9 at 30 % of the steps (a point of training progress):
 #             psctl restarts it, every copy rolls back to the last checkpoint,
@@ -159,8 +166,55 @@ print("OK: accuracy %.4f, rollbacks %d, lost steps %d, restarts %s" % (
 PY
 }
 
+test_checkpoint_interop() {
+  local i=0 strategy num_ps
+  for spec in parameter_server:2 multi_worker_mirrored:0 central_storage:1; do
+    i=$((i + 1))
+    strategy="${spec%%:*}" num_ps="${spec##*:}"
+    sed -e "s|path: data/movielens/movielens.csv|path: $CSV|" \
+        -e "s|^strategy: parameter_server|strategy: $strategy|" \
+        -e "s|^  epochs: 3|  epochs: $i|" "$MOVIELENS_YAML" > "$TMP/interop_$i.yaml"
+    printf 'checkpoint: {dir: %s, keep: 2}\n' "$TMP/ckpt" >> "$TMP/interop_$i.yaml"
+    grep -q "^  epochs: $i" "$TMP/interop_$i.yaml" || fail "could not set the epochs"
+    local rc=0
+    timeout 600 "$PSCTL" local "$TMP/interop_$i.yaml" --ps "$((num_ps > 0 ? num_ps : 1))" \
+      --workers 2 --describe --output json "${BIN_FLAGS[@]}" > "$TMP/interop_$i.json" \
+      2> "$TMP/interop_$i.err" &
+    local pid=$!
+    STARTED_PIDS+=("$pid")
+    wait "$pid" || rc=$?
+    ((rc == 0)) || { tail -30 "$TMP/interop_$i.err" >&2; fail "$strategy run exited $rc"; }
+  done
+  python3 - "$TMP" <<'PY' || fail "a checkpoint did not carry over between strategies"
+import json, os, sys
+tmp = sys.argv[1]
+runs = [json.load(open(os.path.join(tmp, "interop_%d.json" % i))) for i in (1, 2, 3)]
+for r, strategy, ps, epochs in zip(runs, ("parameter_server", "multi_worker_mirrored",
+                                          "central_storage"), (2, 0, 1), (1, 2, 3)):
+    assert r["state"] == "SUCCEEDED", r
+    assert r["strategy"] == strategy and r["ps"] == ps, (strategy, r["strategy"], r["ps"])
+    assert len(r["epochs"]) == epochs, (strategy, r["epochs"])
+    tables = {v["name"]: v for v in r["describe"]["variables"]}
+    movie = sum(s["rows"] for s in tables["embedding/movie"]["shards"])
+    assert movie > 8000, "%s holds %d movie rows" % (strategy, movie)
+    print("%-22s resumed from checkpoint %3d: epochs %s, AUC %.4f, movie rows %d" % (
+        strategy, r["resumed_from_checkpoint"],
+        [round(e["train_loss"], 4) for e in r["epochs"]], r["eval_auc"], movie))
+assert runs[0]["resumed_from_checkpoint"] == -1, "the first run must start fresh"
+for prev, cur in zip(runs, runs[1:]):
+    assert cur["resumed_from_checkpoint"] >= 0, "%s did not resume" % cur["strategy"]
+    assert cur["epochs"][:len(prev["epochs"])] == prev["epochs"], "history changed"
+    # Went on from the checkpoint, not from the initializers: the new
+    # epoch's loss is below the first epoch's.
+    assert cur["epochs"][-1]["train_loss"] < runs[0]["epochs"][0]["train_loss"], cur["epochs"]
+assert runs[-1]["eval_auc"] >= 0.78, runs[-1]["eval_auc"]
+print("OK")
+PY
+}
+
 case "$case_name" in
   accuracy) test_accuracy ;;
+  checkpoint_interop) test_checkpoint_interop ;;
   kill_mirrored) test_kill_mirrored ;;
   *) fail "unknown case $case_name" ;;
 esac
