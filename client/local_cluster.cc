@@ -132,8 +132,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     }
     return absl::StrJoin(addresses, ",");
   };
-  coordinator.flags = {"--workers=" + join(options.num_ps, servers)};
+  coordinator.flags.clear();
   if (options.num_ps > 0) coordinator.flags.push_back("--ps=" + join(0, options.num_ps));
+  coordinator.flags.push_back("--workers=" + join(options.num_ps, servers));
   coordinator.flags.insert(coordinator.flags.end(), options.coordinator_flags.begin(),
                            options.coordinator_flags.end());
   coordinator.flags.insert(coordinator.flags.end(), options.server_flags.begin(),

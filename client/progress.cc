@@ -86,6 +86,7 @@ std::string FormatSummary(const JobStatusProto& s, const std::string& checkpoint
     absl::StrAppendFormat(&out, "  examples/s      %.0f\n", s.examples_per_sec());
   }
   absl::StrAppendFormat(&out, "  wall time       %.1f s\n", s.wall_seconds());
+  if (!s.strategy().empty()) absl::StrAppendFormat(&out, "  strategy        %s\n", s.strategy());
   if (s.replicas() > 0) {
     absl::StrAppendFormat(&out, "  batch           %d global = %d per replica x %d replicas\n",
                           s.global_batch(), s.per_replica_batch(), s.replicas());
@@ -96,15 +97,22 @@ std::string FormatSummary(const JobStatusProto& s, const std::string& checkpoint
   // Faults the job lived through, and what they cost.
   if (s.ps_recoveries() > 0 || s.lost_steps() > 0 || s.workers_lost() > 0) {
     absl::StrAppendFormat(&out,
-                          "  faults          %d PS recoveries, %d workers lost, %d steps lost "
+                          "  faults          %d %s, %d workers lost, %d steps lost "
                           "(%d trained in all)\n",
-                          s.ps_recoveries(), s.workers_lost(), s.lost_steps(), s.steps_trained());
+                          s.ps_recoveries(),
+                          s.strategy() == "multi_worker_mirrored" ? "rollbacks of every copy"
+                                                                  : "PS recoveries",
+                          s.workers_lost(), s.lost_steps(), s.steps_trained());
   }
   if (s.ps_applied_steps_size() > 0) {
     std::string applied;
     for (int64_t a : s.ps_applied_steps()) absl::StrAppend(&applied, applied.empty() ? "" : ", ", a);
-    // Each PS applies each step once (a PS that holds no variable, none).
-    absl::StrAppendFormat(&out, "  steps applied   %s (by PS 0, 1, ...)\n", applied);
+    // Each PS applies each step once (a PS that holds no variable, none);
+    // a multi_worker_mirrored job's one entry is replica 0's copy.
+    const char* by = s.strategy() == "multi_worker_mirrored" ? "by replica 0's copy"
+                     : s.ps_applied_steps_size() == 1       ? "by PS 0"
+                                                             : "by PS 0, 1, ...";
+    absl::StrAppendFormat(&out, "  steps applied   %s (%s)\n", applied, by);
   }
   if (s.checkpoint_failures() > 0) {
     absl::StrAppendFormat(&out, "  checkpoints     %d failed%s: %s\n", s.checkpoint_failures(),

@@ -94,6 +94,7 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
   status_.set_per_replica_batch(spec_.data.per_replica_batch);
   status_.set_global_batch(spec_.data.global_batch);
   status_.set_replicas(spec_.replicas);
+  status_.set_strategy(StrategyName(spec_.strategy));
   status_.set_learning_rate(DescribeLearningRate(spec_.optimizer));
   start_ = absl::Now();
   status_.set_submitted_unix_s(absl::ToDoubleSeconds(start_ - absl::UnixEpoch()));
