@@ -6,7 +6,7 @@
 #   1. pscluster parameter_server  (async PS; PS x WORKERS, batch 64 per worker)
 #   2. pscluster central_storage   (synchronous PS; global batch 64 x WORKERS)
 #   3. pscluster one_device        (one process, batch 64)
-#   4. every strategy in STRATEGIES (e.g. "mirrored multi_worker_mirrored"),
+#   4. every strategy in STRATEGIES (default "mirrored multi_worker_mirrored"),
 #      per_replica_batch 64 (mirrored: with `devices: MIRRORED_DEVICES`, default
 #      WORKERS, i.e. as many replicas in one process as MWMS has workers);
 #      one that psctl rejects as an unknown strategy is "not available"
@@ -33,7 +33,7 @@ EPOCHS="${EPOCHS:-2}"
 PS="${PS:-2}"
 WORKERS="${WORKERS:-2}"
 TF_WORKERS="${TF_WORKERS:-$WORKERS}"
-STRATEGIES="${STRATEGIES:-}"
+STRATEGIES="${STRATEGIES-mirrored multi_worker_mirrored}"
 OUT_JSON="${OUT_JSON:-$ROOT/bench/results/strategies.json}"
 PSCTL="${PSCTL:-.bazel/bin/client/psctl}"
 TIMEOUT_S="${TIMEOUT_S:-600}"
