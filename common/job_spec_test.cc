@@ -173,8 +173,10 @@ TEST(JobSpecTest, MissingFileIsNotFound) {
 }
 
 TEST(JobSpecTest, ExampleJobsParse) {
-  for (const char* path : {"examples/fashion_mnist_mlp.yaml", "examples/fashion_mnist_mlp_one_device.yaml",
-                           "examples/movielens_ctr.yaml"}) {
+  for (const char* path :
+       {"examples/fashion_mnist_mlp.yaml", "examples/fashion_mnist_mlp_one_device.yaml",
+        "examples/movielens_ctr.yaml", "examples/fashion_mnist_mlp_sync.yaml",
+        "examples/fashion_mnist_mlp_schedule.yaml", "examples/fashion_mnist_cnn.yaml"}) {
     auto spec = LoadJobSpec(path);
     ASSERT_TRUE(spec.ok()) << spec.status();
   }
