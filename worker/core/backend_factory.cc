@@ -1,6 +1,7 @@
 // Run-time choice of CPU or CUDA backend; see backend_factory.h.
 #include "worker/core/backend_factory.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,7 +18,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackendFromLibrary(
     const BackendOptions& options) {
   constexpr char kPrefix[] = "device: cuda requested but ";
   std::string reason;
-  if (ProbeCudaDevices(&reason) == 0) {
+  const int gpus = ProbeCudaDevices(&reason);
+  if (gpus == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(kPrefix, "no CUDA device is available: ", reason));
   }
@@ -28,7 +30,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackendFromLibrary(
     return absl::FailedPreconditionError(absl::StrCat(
         kPrefix, "the CUDA backend library is unavailable: ", library.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<Backend>> backend = library->CreateBackend();
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      library->CreateBackend(std::max(options.cuda_device, 0) % gpus);
   if (!backend.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(kPrefix, "the CUDA backend could not start: ", backend.status().message()));

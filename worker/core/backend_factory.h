@@ -22,10 +22,14 @@ struct BackendOptions {
   // DefaultCudaBackendLibraryPath(), i.e. next to the running executable,
   // else the dynamic linker's search path.
   std::string cuda_library;
+  // Which GPU a CUDA backend runs on: this index modulo the GPUs visible (a
+  // worker's `devices` replicas take 0, 1, ... and so spread over them).
+  int cuda_device = 0;
 };
 
 // kCpu  -> the OpenBLAS backend.
-// kCuda -> the CUDA backend on device 0, or FAILED_PRECONDITION naming why:
+// kCuda -> the CUDA backend on GPU options.cuda_device mod the GPUs visible,
+//          or FAILED_PRECONDITION naming why:
 //          "device: cuda requested but no CUDA device is available: <reason>"
 //          (no driver or no device), "... but the CUDA backend library is
 //          unavailable: <reason>" (missing or broken libpscluster_cuda.so), or

@@ -612,18 +612,24 @@ int CudaDeviceCount(std::string* error) {
   return count;
 }
 
-std::unique_ptr<Backend> CreateCudaBackend(std::string* error) {
-  if (CudaDeviceCount(error) == 0) return nullptr;
-  const int device = 0;
+std::unique_ptr<Backend> CreateCudaBackend(std::string* error, int device) {
+  const int count = CudaDeviceCount(error);
+  if (count == 0) return nullptr;
+  if (device < 0 || device >= count) {
+    SetError(error, "CUDA device " + std::to_string(device) + " does not exist (" +
+                        std::to_string(count) + " visible)");
+    return nullptr;
+  }
   cudaError_t err = cudaSetDevice(device);
   if (err != cudaSuccess) {
-    SetError(error, std::string("cudaSetDevice(0): ") + cudaGetErrorString(err));
+    SetError(error, "cudaSetDevice(" + std::to_string(device) + "): " + cudaGetErrorString(err));
     return nullptr;
   }
   cudaDeviceProp props;
   err = cudaGetDeviceProperties(&props, device);
   if (err != cudaSuccess) {
-    SetError(error, std::string("cudaGetDeviceProperties(0): ") + cudaGetErrorString(err));
+    SetError(error, "cudaGetDeviceProperties(" + std::to_string(device) +
+                        "): " + cudaGetErrorString(err));
     return nullptr;
   }
   cudaStream_t stream = nullptr;

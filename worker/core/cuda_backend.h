@@ -34,7 +34,7 @@ int CudaDeviceCount(std::string* error);
 // A Backend on CUDA device 0, name() "cuda:<device name>". Returns nullptr
 // and sets *error (if not null) when no usable CUDA device exists (no driver,
 // no device, or the device cannot be initialised).
-std::unique_ptr<Backend> CreateCudaBackend(std::string* error);
+std::unique_ptr<Backend> CreateCudaBackend(std::string* error, int device = 0);
 
 }  // namespace pscluster
 

@@ -13,9 +13,9 @@ extern "C" {
 
 int PsclusterCudaBackendAbiVersion(void) { return kPsclusterCudaBackendAbiVersion; }
 
-pscluster::Backend* PsclusterCreateCudaBackend(char* error, size_t error_size) {
+pscluster::Backend* PsclusterCreateCudaBackend(int device, char* error, size_t error_size) {
   std::string reason;
-  std::unique_ptr<pscluster::Backend> backend = pscluster::CreateCudaBackend(&reason);
+  std::unique_ptr<pscluster::Backend> backend = pscluster::CreateCudaBackend(&reason, device);
   if (backend == nullptr && error != nullptr && error_size > 0) {
     const size_t n = std::min(reason.size(), error_size - 1);
     std::memcpy(error, reason.data(), n);

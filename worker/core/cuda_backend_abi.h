@@ -15,7 +15,7 @@
 
 #include "worker/core/backend.h"
 
-inline constexpr int kPsclusterCudaBackendAbiVersion = 2;
+inline constexpr int kPsclusterCudaBackendAbiVersion = 3;
 inline constexpr char kPsclusterCudaBackendAbiVersionSymbol[] = "PsclusterCudaBackendAbiVersion";
 inline constexpr char kPsclusterCreateCudaBackendSymbol[] = "PsclusterCreateCudaBackend";
 
@@ -24,12 +24,12 @@ extern "C" {
 // kPsclusterCudaBackendAbiVersion as the library was built.
 int PsclusterCudaBackendAbiVersion(void);
 
-// A new CUDA Backend on device 0 (the caller owns it and deletes it; the
-// library must stay loaded while it lives). On failure returns nullptr and
+// A new CUDA Backend on CUDA device `device` (the caller owns it and deletes
+// it; the library must stay loaded while it lives). On failure returns nullptr and
 // copies the reason, NUL-terminated and truncated to error_size bytes, into
 // `error` (if not null). A library built without CUDA always fails, with a
 // reason saying so.
-pscluster::Backend* PsclusterCreateCudaBackend(char* error, size_t error_size);
+pscluster::Backend* PsclusterCreateCudaBackend(int device, char* error, size_t error_size);
 
 }  // extern "C"
 

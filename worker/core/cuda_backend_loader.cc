@@ -103,9 +103,9 @@ absl::StatusOr<CudaBackendLibrary> CudaBackendLibrary::Open(const std::string& p
   return CudaBackendLibrary(path, create);
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CudaBackendLibrary::CreateBackend() const {
+absl::StatusOr<std::unique_ptr<Backend>> CudaBackendLibrary::CreateBackend(int device) const {
   char error[1024] = {0};
-  std::unique_ptr<Backend> backend(create_(error, sizeof(error)));
+  std::unique_ptr<Backend> backend(create_(device, error, sizeof(error)));
   if (backend == nullptr) {
     return absl::FailedPreconditionError(error[0] != '\0' ? std::string(error)
                                                           : "the CUDA backend failed to start");

@@ -49,15 +49,15 @@ class CudaBackendLibrary {
   // Every message names the path.
   static absl::StatusOr<CudaBackendLibrary> Open(const std::string& path);
 
-  // A new CUDA Backend on device 0. FAILED_PRECONDITION with the library's
+  // A new CUDA Backend on CUDA device `device`. FAILED_PRECONDITION with the library's
   // reason when there is no usable device or the library was built without
   // CUDA ("pscluster was built without CUDA ...").
-  absl::StatusOr<std::unique_ptr<Backend>> CreateBackend() const;
+  absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(int device = 0) const;
 
   const std::string& path() const { return path_; }
 
  private:
-  using CreateFn = Backend* (*)(char* error, size_t error_size);
+  using CreateFn = Backend* (*)(int device, char* error, size_t error_size);
   CudaBackendLibrary(std::string path, CreateFn create) : path_(std::move(path)), create_(create) {}
 
   std::string path_;

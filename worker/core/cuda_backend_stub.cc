@@ -19,7 +19,7 @@ int CudaDeviceCount(std::string* error) {
   return 0;
 }
 
-std::unique_ptr<Backend> CreateCudaBackend(std::string* error) {
+std::unique_ptr<Backend> CreateCudaBackend(std::string* error, int /*device*/) {
   if (error != nullptr) *error = kBuiltWithoutCuda;
   return nullptr;
 }

@@ -102,7 +102,10 @@ absl::StatusOr<std::unique_ptr<Trainer::Context>> Trainer::AcquireContext() {
   if (spec_.devices > 1) {
     for (int64_t d = 0; d < spec_.devices; ++d) {
       auto slot = std::make_unique<DeviceSlot>();
-      ASSIGN_OR_RETURN(slot->backend, CreateBackend(spec_.device));
+      // Replica d on GPU d (mod the GPUs there are), or on the CPU.
+      BackendOptions options;
+      options.cuda_device = static_cast<int>(d);
+      ASSIGN_OR_RETURN(slot->backend, CreateBackend(spec_.device, options));
       ctx->devices.push_back(std::move(slot));
     }
   }
