@@ -243,8 +243,11 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   // gets its share for matrix products, so that idle BLAS threads do not
   // spin on cores another process needs.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // A worker with `devices` replicas runs that many products at once.
+  const int per_worker_threads =
+      cores / std::max<int>(1, options.num_workers * static_cast<int>(spec.devices));
   cluster_options.worker_flags.push_back(
-      absl::StrCat("--compute_threads=", std::max(1, cores / std::max(1, options.num_workers))));
+      absl::StrCat("--compute_threads=", std::max(1, per_worker_threads)));
   for (absl::Status s :
        {ResolveBinary(&cluster_options.ps_server_bin, "ps_server", "ps", "ps_server_bin"),
         ResolveBinary(&cluster_options.worker_server_bin, "worker_server", "worker",

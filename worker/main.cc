@@ -50,7 +50,8 @@ ABSL_FLAG(double, collective_timeout_s, 30,
           "workers before it fails (and the coordinator rolls the job back)");
 ABSL_FLAG(int, compute_threads, 0,
           "threads of the CPU backend's matrix products (OpenBLAS); 0: one per core. Give "
-          "workers that share a machine a share of its cores (psctl local does).");
+          "workers that share a machine a share of its cores, and a worker of jobs with "
+          "`devices: N` 1/N of its share (psctl local does both).");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
