@@ -158,8 +158,8 @@ assert r["state"] == "SUCCEEDED", r
 assert r["strategy"] == "multi_worker_mirrored" and r["ps"] == 0, r
 assert r["ps_recoveries"] >= 1, "no rollback: %s" % r
 # Rolled back to a checkpoint (every 300 steps): fewer than 300 steps lost
-# per rollback, and at least one.
-assert 1 <= r["lost_steps"] < 300 * r["ps_recoveries"], r["lost_steps"]
+# per rollback (none if the kill came right after one).
+assert 0 <= r["lost_steps"] < 300 * r["ps_recoveries"], r["lost_steps"]
 assert r["steps"] == r["total_steps"], r
 assert r["steps_trained"] - r["steps"] == r["lost_steps"], r
 applied = r["describe"]["ps"][0]["applied_steps"]
