@@ -9,6 +9,7 @@ nlohmann::json JobStatusJson(const JobStatusProto& s) {
   j["job"] = s.name();
   j["job_id"] = s.job_id();
   j["state"] = JobStateName(s.state());
+  if (!s.strategy().empty()) j["strategy"] = s.strategy();
   j["queue_position"] = s.queue_position();
   j["already_complete"] = s.already_complete();
   j["workers_lost"] = s.workers_lost();

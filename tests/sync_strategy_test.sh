@@ -18,6 +18,15 @@
 #             copy; replica 0 writes the next checkpoint), then a 3rd with
 #             central_storage on 1 PS. Each resumes (not starts over), keeps
 #             the hash-table rows and the epochs before, and the loss goes on.
+#   service   servers started by hand (2 ps_server, 2 worker_server, a
+#             coordinator, each with --checkpoint_root), then jobs submitted
+#             one after another with `psctl submit` + `psctl watch`:
+#             central_storage, multi_worker_mirrored (checkpointing),
+#             parameter_server, multi_worker_mirrored again: each trains from
+#             its own start to the same accuracy as under psctl local; a
+#             mirrored job leaves nothing on the workers' copies; then a
+#             coordinator of the same workers and no PS runs a mirrored job
+#             and refuses a parameter_server job, naming the missing PS.
 #   kill_mirrored  multi_worker_mirrored with checkpoints; worker-1 killed
 #             with kill -9 at 30 % of the steps (a point of training progress):
 #             psctl restarts it, every copy rolls back to the last checkpoint,
@@ -216,8 +225,95 @@ print("OK")
 PY
 }
 
+test_service() {
+  local PS_SERVER WORKER_SERVER COORDINATOR
+  PS_SERVER="${BIN_FLAGS[0]#*=}" WORKER_SERVER="${BIN_FLAGS[1]#*=}" COORDINATOR="${BIN_FLAGS[2]#*=}"
+  read -r PS0 PS1 W0 W1 CHIEF CHIEF2 < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(6)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])')
+  local root="$TMP/checkpoints"
+  mkdir -p "$root"
+  start_server ps0 "$PS_SERVER" --address "127.0.0.1:$PS0" --checkpoint_root "$root"
+  start_server ps1 "$PS_SERVER" --address "127.0.0.1:$PS1" --checkpoint_root "$root"
+  start_server worker0 "$WORKER_SERVER" --address "127.0.0.1:$W0" --checkpoint_root "$root" \
+    --compute_threads 1
+  start_server worker1 "$WORKER_SERVER" --address "127.0.0.1:$W1" --checkpoint_root "$root" \
+    --compute_threads 1
+  start_server coordinator "$COORDINATOR" --address "127.0.0.1:$CHIEF" \
+    --ps "127.0.0.1:$PS0,127.0.0.1:$PS1" --workers "127.0.0.1:$W0,127.0.0.1:$W1" \
+    --checkpoint_root "$root"
+  wait_listening ps0 ps1 worker0 worker1 coordinator
+  local i=0 strategy id rc
+  for strategy in central_storage multi_worker_mirrored parameter_server multi_worker_mirrored; do
+    i=$((i + 1))
+    local extra=""
+    [[ $i == 2 ]] && extra="checkpoint: {dir: $root/mirrored, every_steps: 100}"
+    fmnist_job "$TMP/service_$i.yaml" "$strategy" 1 "$extra"
+    sed -i 's/^    labels: \(.*train-labels.*\)$/    labels: \1\n    limit: 20000/' "$TMP/service_$i.yaml"
+    rc=0
+    timeout 120 "$PSCTL" submit "$TMP/service_$i.yaml" --coordinator "127.0.0.1:$CHIEF" -o json \
+      > "$TMP/submit_$i.json" 2> "$TMP/submit_$i.err" || rc=$?
+    ((rc == 0)) || { cat "$TMP/submit_$i.err" >&2; show_logs; fail "submit $strategy: exit $rc"; }
+    id="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$TMP/submit_$i.json")"
+    rc=0
+    timeout 300 "$PSCTL" watch "$id" --coordinator "127.0.0.1:$CHIEF" -o json \
+      > "$TMP/watch_$i.json" 2> "$TMP/watch_$i.err" || rc=$?
+    ((rc == 0)) || { cat "$TMP/watch_$i.err" >&2; show_logs; fail "$strategy job $id: watch exit $rc"; }
+    echo "job $i ($strategy, $id): done"
+  done
+  python3 - "$TMP" <<'PY' || { show_logs; fail "a job on the long-lived servers is wrong"; }
+import json, os, sys
+tmp = sys.argv[1]
+runs = [json.load(open(os.path.join(tmp, "watch_%d.json" % i))) for i in (1, 2, 3, 4)]
+for r, strategy in zip(runs, ("central_storage", "multi_worker_mirrored", "parameter_server",
+                              "multi_worker_mirrored")):
+    assert r["state"] == "SUCCEEDED", r
+    assert r.get("strategy") == strategy, (strategy, r.get("strategy"))
+    assert r["steps"] == r["total_steps"] > 0, r
+    assert r.get("resumed_from_checkpoint", -1) == -1, "a job started from another's state: %s" % r
+    applied = r["ps_applied_steps"]
+    assert applied == [r["steps"]] * len(applied) and applied, (strategy, applied, r["steps"])
+    assert r["eval_accuracy"] > 0.8, (strategy, r["eval_accuracy"])
+    print("%-22s %d steps, accuracy %.4f, applied %s" % (strategy, r["steps"], r["eval_accuracy"],
+                                                       applied))
+# The same job twice on the same servers: the second trained from its own
+# initialisation, not from the first's weights (same data, same seed).
+assert abs(runs[1]["eval_accuracy"] - runs[3]["eval_accuracy"]) <= 0.002, (
+    runs[1]["eval_accuracy"], runs[3]["eval_accuracy"])
+print("OK")
+PY
+  ls "$root/mirrored" | grep -q . || fail "the mirrored job wrote no checkpoint under $root/mirrored"
+  stop_servers coordinator
+  # A coordinator of the same workers and no PS: mirrored jobs only.
+  start_server coordinator2 "$COORDINATOR" --address "127.0.0.1:$CHIEF2" \
+    --workers "127.0.0.1:$W0,127.0.0.1:$W1" --checkpoint_root "$root"
+  wait_listening coordinator2
+  # The PS job is refused at submission (exit 2), naming the missing PS.
+  rc=0
+  timeout 120 "$PSCTL" submit "$TMP/service_3.yaml" --coordinator "127.0.0.1:$CHIEF2" -o json \
+    > "$TMP/submit2_3.json" 2> "$TMP/submit2_3.err" || rc=$?
+  ((rc == 2)) || { cat "$TMP/submit2_3.err" >&2; fail "PS job without PS: submit exit $rc, want 2"; }
+  grep -q "no PS task" "$TMP/submit2_3.err" ||
+    { cat "$TMP/submit2_3.err" >&2; fail "the refusal does not name the missing PS"; }
+  rc=0
+  timeout 120 "$PSCTL" submit "$TMP/service_4.yaml" --coordinator "127.0.0.1:$CHIEF2" -o json \
+    > "$TMP/submit2_4.json" 2> "$TMP/submit2_4.err" || rc=$?
+  ((rc == 0)) || { cat "$TMP/submit2_4.err" >&2; show_logs; fail "submit to coordinator2: $rc"; }
+  id="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$TMP/submit2_4.json")"
+  rc=0
+  timeout 300 "$PSCTL" watch "$id" --coordinator "127.0.0.1:$CHIEF2" -o json \
+    > "$TMP/watch2_4.json" 2> "$TMP/watch2_4.err" || rc=$?
+  ((rc == 0)) || { cat "$TMP/watch2_4.err" >&2; show_logs; fail "mirrored job without PS: $rc"; }
+  echo "OK: a PS-less coordinator ran the mirrored job and refused the PS job naming the missing PS"
+  stop_servers coordinator2 worker0 worker1 ps0 ps1
+}
+
 case "$case_name" in
   accuracy) test_accuracy ;;
+  service) test_service ;;
   checkpoint_interop) test_checkpoint_interop ;;
   kill_mirrored) test_kill_mirrored ;;
   *) fail "unknown case $case_name" ;;

@@ -21,6 +21,8 @@ namespace pscluster {
 namespace {
 
 constexpr char kPrefix[] = "ckpt-";
+// An old checkpoint being deleted (renamed first: see Save).
+constexpr char kDeleting[] = ".deleting-ckpt-";
 constexpr int kFormatVersion = 1;
 // Marks Save errors of the PS tasks (IsPsFailure).
 constexpr char kPsFailurePayload[] = "pscluster/checkpoint/ps-failure";
@@ -123,18 +125,37 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::Save(
   for (size_t i = 0; i < all.size() && static_cast<int64_t>(i) < keep_; ++i) {
     keep_ids.push_back(all[i].checkpoint_id());
   }
+  std::vector<std::filesystem::path> doomed;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
     int64_t id = 0;
+    if (absl::StartsWith(name, kDeleting)) {
+      doomed.push_back(entry.path());  // a delete an earlier crash cut short
+      continue;
+    }
     if (!absl::StartsWith(name, kPrefix) || !absl::SimpleAtoi(name.substr(sizeof(kPrefix) - 1), &id)) {
       continue;
     }
-    if (std::find(keep_ids.begin(), keep_ids.end(), id) == keep_ids.end()) {
-      // The MANIFEST goes first: a crash mid-delete leaves a torn directory,
-      // never a committed one with missing files.
-      std::filesystem::remove(entry.path() / "MANIFEST", ec);
-      std::filesystem::remove_all(entry.path(), ec);
+    if (std::find(keep_ids.begin(), keep_ids.end(), id) == keep_ids.end()) doomed.push_back(entry.path());
+  }
+  for (const std::filesystem::path& path : doomed) {
+    // Renamed out of the checkpoints' names first, atomically: a checkpoint
+    // is either still whole and committed (the rename failed, e.g. the
+    // directory became read-only or immutable: it goes after a later commit)
+    // or no checkpoint at all (a crash mid-delete leaves a ".deleting-"
+    // directory, removed after the next commit), never a committed one with
+    // missing files nor a torn one.
+    std::filesystem::path target = path;
+    const std::string name = path.filename().string();
+    if (!absl::StartsWith(name, kDeleting)) {
+      target = path.parent_path() / (std::string(kDeleting) + name);
+      std::filesystem::rename(path, target, ec);
+      if (ec) {
+        spdlog::warn("cannot remove the old checkpoint {}: {}", path.string(), ec.message());
+        continue;
+      }
     }
+    std::filesystem::remove_all(target, ec);
   }
   return saved;
 }

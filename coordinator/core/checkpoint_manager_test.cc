@@ -290,6 +290,17 @@ TEST(CheckpointManagerTest, SavePrunesToKeepAndRemovesTornDirs) {
   SaveOk(m, c, 40);
   EXPECT_EQ(Ids(m.List()), (std::vector<int64_t>{4, 3}));
   EXPECT_FALSE(fs::exists(dir + "/ckpt-1"));
+  // A delete an earlier crash cut short (old checkpoints are renamed to
+  // ".deleting-ckpt-N" first) is no checkpoint, and goes with the next commit.
+  fs::create_directories(dir + "/.deleting-ckpt-1");
+  fs::copy_file(dir + "/ckpt-3/ps-0.data", dir + "/.deleting-ckpt-1/ps-0.data");
+  EXPECT_EQ(Ids(m.List()), (std::vector<int64_t>{4, 3}));
+  SaveOk(m, c, 50);
+  EXPECT_EQ(Ids(m.List()), (std::vector<int64_t>{5, 4}));
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name == "ckpt-5" || name == "ckpt-4") << name << " left behind";
+  }
 }
 
 TEST(CheckpointManagerTest, RestoreLatestFallsBackPastACorruptedCheckpoint) {
