@@ -276,7 +276,7 @@ for r, strategy in zip(runs, ("central_storage", "multi_worker_mirrored", "param
     assert r.get("resumed_from_checkpoint", -1) == -1, "a job started from another's state: %s" % r
     applied = r["ps_applied_steps"]
     assert applied == [r["steps"]] * len(applied) and applied, (strategy, applied, r["steps"])
-    assert r["eval_accuracy"] > 0.8, (strategy, r["eval_accuracy"])
+    assert r["eval_accuracy"] > 0.75, (strategy, r["eval_accuracy"])  # untrained: ~0.1
     print("%-22s %d steps, accuracy %.4f, applied %s" % (strategy, r["steps"], r["eval_accuracy"],
                                                        applied))
 # The same job twice on the same servers: the second trained from its own
