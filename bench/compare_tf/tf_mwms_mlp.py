@@ -60,42 +60,15 @@ import time
 T_START = time.time()
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
+sys.path.insert(0, HERE)
+# The orchestration and data helpers of the ParameterServerStrategy script
+# (it imports no TensorFlow at module level).
+from tf_ps_mlp import _die_with_parent, _pid_alive, free_ports, load_idx  # noqa: E402
 
 
 # --------------------------------------------------------------------------
 # Orchestrator (no TensorFlow here)
 # --------------------------------------------------------------------------
-
-def free_ports(n):
-    """n distinct free TCP ports on 127.0.0.1 (held open together while picked)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _die_with_parent():
-    # Linux: SIGKILL this child when the orchestrator dies (even by SIGKILL).
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
 
 def stop_children(procs):
     """Stops every child by pid: SIGTERM, then SIGKILL after 5 s."""
@@ -212,21 +185,6 @@ def run(a):
 # --------------------------------------------------------------------------
 # Worker processes (TensorFlow)
 # --------------------------------------------------------------------------
-
-def load_idx(images_gz, labels_gz):
-    import numpy as np
-    with gzip.open(images_gz, "rb") as f:
-        buf = f.read()
-    magic, n, rows, cols = np.frombuffer(buf, ">u4", count=4, offset=0)
-    assert magic == 2051, images_gz
-    images = np.frombuffer(buf, np.uint8, offset=16).reshape(n, rows * cols)
-    with gzip.open(labels_gz, "rb") as f:
-        lbuf = f.read()
-    magic, m = np.frombuffer(lbuf, ">u4", count=2, offset=0)
-    assert magic == 2049 and m == n, labels_gz
-    labels = np.frombuffer(lbuf, np.uint8, offset=8)
-    return images, labels
-
 
 def worker(a):
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
