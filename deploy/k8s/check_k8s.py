@@ -42,7 +42,8 @@ SERVER_FLAGS = {"address", "port_file", "metrics_address", "log_level", "cluster
                 "task_index"}
 BINARY_FLAGS = {
     "ps_server": {"checkpoint_root"},
-    "worker_server": {"ps_timeout_ms", "compute_threads", "data_root"},
+    "worker_server": {"ps_timeout_ms", "compute_threads", "data_root", "checkpoint_root",
+                      "collective_timeout_s"},
     "coordinator": {"ps", "workers", "max_attempts", "cluster_wait_s", "ps_memory_limit_bytes",
                     "state_dir", "checkpoint_root", "data_root"},
 }
@@ -229,7 +230,7 @@ class Checker:
         data = self.find("ConfigMap", cm["name"]).get("data", {}) if cm and self.find("ConfigMap", cm["name"]) else {}
         if os.path.basename(cluster) not in data:
             self.error(where, f"--cluster={cluster} is not a file of a mounted ConfigMap")
-        if binary in ("ps_server", "coordinator"):
+        if binary in ("ps_server", "coordinator") or "checkpoint_root" in args:
             state = volumes.get(mounts.get(STATE_MOUNT, {}).get("name"), {})
             if state.get("persistentVolumeClaim", {}).get("claimName") != "pscluster-state":
                 self.error(where, f"{STATE_MOUNT} must mount the shared pscluster-state claim")
