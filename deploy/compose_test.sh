@@ -85,7 +85,7 @@ cleanup() {
     # Whatever down left (docker-compose removes the network; be sure).
     "$PODMAN" ps -aq --filter "label=com.docker.compose.project=$PROJECT" | xargs -r "$PODMAN" rm -f >/dev/null 2>&1
     "$PODMAN" network rm -f "${PROJECT}_pscluster" "${PROJECT}_edge" >/dev/null 2>&1
-    "$PODMAN" volume rm -f "${PROJECT}_state" >/dev/null 2>&1
+    "$PODMAN" volume rm -f "${PROJECT}_state" "${PROJECT}_checkpoints" >/dev/null 2>&1
     kill -TERM "$SERVICE_PID" 2>/dev/null
     for _ in $(seq 1 50); do gone "$SERVICE_PID" && break; sleep 0.1; done
     kill -9 "$SERVICE_PID" 2>/dev/null

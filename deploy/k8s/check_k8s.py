@@ -230,10 +230,20 @@ class Checker:
         data = self.find("ConfigMap", cm["name"]).get("data", {}) if cm and self.find("ConfigMap", cm["name"]) else {}
         if os.path.basename(cluster) not in data:
             self.error(where, f"--cluster={cluster} is not a file of a mounted ConfigMap")
-        if binary in ("ps_server", "coordinator") or "checkpoint_root" in args:
+        if binary == "coordinator":
             state = volumes.get(mounts.get(STATE_MOUNT, {}).get("name"), {})
             if state.get("persistentVolumeClaim", {}).get("claimName") != "pscluster-state":
                 self.error(where, f"{STATE_MOUNT} must mount the shared pscluster-state claim")
+        elif binary == "ps_server" or "checkpoint_root" in args:
+            # PS shards and workers' copies of multi_worker_mirrored jobs: the
+            # checkpoints of the shared claim at --checkpoint_root, and nothing
+            # more of it (the coordinator's state holds its lease secret).
+            root = args.get("checkpoint_root", "")
+            state = volumes.get(mounts.get(root, {}).get("name"), {})
+            if state.get("persistentVolumeClaim", {}).get("claimName") != "pscluster-state":
+                self.error(where, f"--checkpoint_root={root} must mount the shared pscluster-state claim")
+            if STATE_MOUNT in mounts:
+                self.error(where, f"{binary} must not mount all of {STATE_MOUNT} (the coordinator's state)")
 
     def server(self, binary):
         """(StatefulSet, container) running binary, or (None, None)."""
