@@ -16,7 +16,11 @@
 #     == steps): the woken worker's late pushes of the re-dispatched closure
 #     were dropped by the exactly-once keys.
 #
-# usage: chaos_hung_worker_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR
+# With STRATEGY central_storage (synchronous), the stopped worker's replica
+# is re-run on the other worker while that one's replica waits at the step's
+# barrier on the PS; every global step is still applied once on each PS.
+#
+# usage: chaos_hung_worker_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR [STRATEGY]
 # Every process started is killed by pid on exit, the stopped worker is
 # continued first; every loop is bounded.
 set -euo pipefail
@@ -27,8 +31,15 @@ BIN_FLAGS=(--ps_server_bin="$(abs "$2")" --worker_server_bin="$(abs "$3")"
            --coordinator_bin="$(abs "$4")")
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
+STRATEGY="${5:-parameter_server}"
 WORKER_TIMEOUT_S=2
 STOP_SECONDS=20     # the fault's duration: the one use of wall-clock time
+EPOCHS=50
+if [[ "$STRATEGY" != parameter_server ]]; then
+  # A shorter job and stop (the suite's time): the stall bound is the same.
+  STOP_SECONDS=8
+  EPOCHS=20
+fi
 SAMPLE_MARGIN_S=0.5 # sampling granularity, on top of 2 x worker_timeout_s
 
 STOPPED_PID=""
@@ -47,6 +58,7 @@ write_job() {
   # measures lost or doubled work, not scheduling noise.
   cat > "$1" <<YAML
 name: hung
+strategy: $STRATEGY
 seed: 11
 model:
   inputs: {dense: 784}
@@ -61,7 +73,7 @@ data:
     images: $DATA/t10k-images-idx3-ubyte.gz
     labels: $DATA/t10k-labels-idx1-ubyte.gz
   per_replica_batch: 64
-train: {epochs: 50, steps_per_closure: 10, closures_per_worker: 1}
+train: {epochs: $EPOCHS, steps_per_closure: 10, closures_per_worker: 1}
 checkpoint: {dir: $2, every_steps: 300, keep: 2}
 fault_tolerance: {max_attempts: 5, health_check_interval_s: 0.2, worker_timeout_s: $WORKER_TIMEOUT_S}
 YAML
