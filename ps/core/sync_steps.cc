@@ -1,7 +1,6 @@
 #include "ps/core/sync_steps.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,23 +11,6 @@ namespace {
 
 std::string StepName(const std::string& job, int64_t closure_id, int64_t step) {
   return absl::StrCat("synchronous step ", step, " of closure ", closure_id, " (job '", job, "')");
-}
-
-void AddScaled(const char* bytes, float scale, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    float v;
-    std::memcpy(&v, bytes + i * sizeof(float), sizeof(float));
-    out[i] += scale * v;
-  }
-}
-
-std::string FloatBytes(const std::vector<float>& values, float scale) {
-  std::string out(values.size() * sizeof(float), '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    const float v = values[i] * scale;
-    std::memcpy(out.data() + i * sizeof(float), &v, sizeof(float));
-  }
-  return out;
 }
 
 }  // namespace
@@ -51,52 +33,7 @@ int64_t SyncSteps::expired_waits() const {
 absl::Status SyncSteps::Add(const PushRequest& request, int64_t examples, Step* step) {
   // An empty slice: its (zero) gradients weigh nothing.
   if (examples == 0) return absl::OkStatus();
-  const float w = static_cast<float>(examples);
-  for (const NamedTensor& g : request.gradients()) {
-    const std::string& data = g.tensor().data();
-    const size_t n = data.size() / sizeof(float);
-    DenseSum& sum = step->dense[g.name()];
-    if (sum.sum.empty()) {
-      sum.like = g.tensor();
-      sum.like.clear_data();
-      sum.sum.assign(n, 0.0f);
-    } else if (sum.sum.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("gradient for variable '", g.name(), "' has ",
-                                                     n,
-                                                     " elements; the step's other replicas "
-                                                     "pushed ",
-                                                     sum.sum.size()));
-    }
-    AddScaled(data.data(), w, sum.sum.data(), n);
-  }
-  for (const SparseGradient& g : request.sparse()) {
-    const size_t ids = g.ids().size() / sizeof(uint64_t);
-    const std::string& rows = g.rows().data();
-    const int64_t width = ids == 0 ? 0 : static_cast<int64_t>(rows.size() / sizeof(float) / ids);
-    SparseSum& sum = step->sparse[g.name()];
-    if (ids == 0) continue;
-    if (sum.width == 0) {
-      sum.width = width;
-    } else if (sum.width != width) {
-      return absl::InvalidArgumentError(absl::StrCat("gradient rows for variable '", g.name(),
-                                                     "' are ", width,
-                                                     " wide; the step's other "
-                                                     "replicas pushed ",
-                                                     sum.width));
-    }
-    for (size_t i = 0; i < ids; ++i) {
-      uint64_t id;
-      std::memcpy(&id, g.ids().data() + i * sizeof(uint64_t), sizeof(uint64_t));
-      auto [it, inserted] = sum.index.emplace(id, static_cast<int64_t>(sum.ids.size()));
-      if (inserted) {
-        sum.ids.push_back(id);
-        sum.rows.resize(sum.rows.size() + static_cast<size_t>(width), 0.0f);
-      }
-      AddScaled(rows.data() + i * width * sizeof(float), w, sum.rows.data() + it->second * width,
-                static_cast<size_t>(width));
-    }
-  }
-  return absl::OkStatus();
+  return step->sum.Add(request, static_cast<float>(examples));
 }
 
 void SyncSteps::Push(const PushRequest& request, PushResponse* response, Done done) {
@@ -188,28 +125,7 @@ void SyncSteps::Apply(const Key& key, Step step, std::vector<Answer>* answers) {
   u->set_closure_id(key.first);
   u->set_step(key.second);
   if (step.global_step >= 0) u->set_global_step(step.global_step);
-  if (step.examples > 0) {
-    const float scale = 1.0f / static_cast<float>(step.examples);
-    for (auto& [name, sum] : step.dense) {
-      NamedTensor* t = apply.add_gradients();
-      t->set_name(name);
-      *t->mutable_tensor() = std::move(sum.like);
-      t->mutable_tensor()->set_data(FloatBytes(sum.sum, scale));
-    }
-    for (auto& [name, sum] : step.sparse) {
-      if (sum.ids.empty()) continue;
-      SparseGradient* g = apply.add_sparse();
-      g->set_name(name);
-      std::string ids(sum.ids.size() * sizeof(uint64_t), '\0');
-      std::memcpy(ids.data(), sum.ids.data(), ids.size());
-      g->set_ids(std::move(ids));
-      TensorProto* rows = g->mutable_rows();
-      rows->set_dtype(DT_FLOAT32);
-      rows->add_shape(static_cast<int64_t>(sum.ids.size()));
-      rows->add_shape(sum.width);
-      rows->set_data(FloatBytes(sum.rows, scale));
-    }
-  }
+  if (step.examples > 0) step.sum.WriteTo(1.0f / static_cast<float>(step.examples), &apply);
   PushResponse ignored;
   const absl::Status applied = store_->Push(apply, &ignored);
   if (applied.ok()) ++applied_steps_;

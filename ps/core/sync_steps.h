@@ -44,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/gradient_sum.h"
 #include "protos/ps.pb.h"
 #include "ps/core/variable_store.h"
 
@@ -93,24 +94,12 @@ class SyncSteps {
     Done done;
     absl::Time deadline;
   };
-  // Sum of examples_r * rows_r of one embedding variable, by id.
-  struct SparseSum {
-    absl::flat_hash_map<uint64_t, int64_t> index;  // id -> row in `rows`
-    std::vector<uint64_t> ids;
-    std::vector<float> rows;
-    int64_t width = 0;
-  };
-  struct DenseSum {
-    TensorProto like;  // dtype and shape of the first share (data empty)
-    std::vector<float> sum;
-  };
   struct Step {
     int32_t replicas = 0;
     std::vector<bool> pushed;  // by replica
     int64_t examples = 0;
     int64_t global_step = -1;
-    std::map<std::string, DenseSum> dense;
-    std::map<std::string, SparseSum> sparse;
+    GradientSum sum;  // examples_r x each replica's gradients
     std::vector<Waiter> waiters;
   };
   using Key = std::pair<int64_t, int64_t>;  // (closure_id, step)

@@ -4,34 +4,15 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/gradient_sum.h"
 #include "common/status_macros.h"
 
 namespace pscluster {
 namespace {
-
-// Sum of every replica's n-scaled rows of one variable, by id, in the order
-// ids first appear (replica by replica): the same on every replica.
-struct RowSum {
-  absl::flat_hash_map<uint64_t, size_t> index;
-  std::vector<uint64_t> ids;
-  std::vector<float> rows;
-  int64_t width = 0;
-};
-
-std::string Floats(const float* values, size_t n, float scale) {
-  std::string out(n * sizeof(float), '\0');
-  for (size_t i = 0; i < n; ++i) {
-    const float v = values[i] * scale;
-    std::memcpy(out.data() + i * sizeof(float), &v, sizeof(float));
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -108,7 +89,7 @@ absl::Status MirroredPsClient::Push(const PushRequest& request, PushResponse* re
   const bool rows = fused[total + 1] > 0;
 
   // Embedding rows: every replica's, summed by id in replica order.
-  std::map<std::string, RowSum> row_sums;
+  GradientSum rows_sum;
   if (rows) {
     PushRequest mine;
     for (const SparseGradient& g : request.sparse()) {
@@ -117,8 +98,8 @@ absl::Status MirroredPsClient::Push(const PushRequest& request, PushResponse* re
       s->set_ids(g.ids());
       *s->mutable_rows() = g.rows();
       const std::string& data = g.rows().data();
-      s->mutable_rows()->set_data(
-          Floats(reinterpret_cast<const float*>(data.data()), data.size() / sizeof(float), n));
+      s->mutable_rows()->set_data(GradientSum::FloatBytes(
+          reinterpret_cast<const float*>(data.data()), data.size() / sizeof(float), n));
     }
     ASSIGN_OR_RETURN(std::vector<std::string> all, RingAllGather(ctx, mine.SerializeAsString()));
     for (size_t r = 0; r < all.size(); ++r) {
@@ -127,30 +108,8 @@ absl::Status MirroredPsClient::Push(const PushRequest& request, PushResponse* re
         return absl::InternalError(absl::StrCat("replica ", r, " sent malformed embedding rows"));
       }
       for (const SparseGradient& g : theirs.sparse()) {
-        const size_t ids = g.ids().size() / sizeof(uint64_t);
-        if (ids == 0) continue;
-        const std::string& data = g.rows().data();
-        const int64_t width = static_cast<int64_t>(data.size() / sizeof(float) / ids);
-        RowSum& sum = row_sums[g.name()];
-        if (sum.width == 0) sum.width = width;
-        if (sum.width != width || data.size() != ids * width * sizeof(float)) {
-          return absl::InternalError(absl::StrCat("replica ", r, " sent rows of variable '",
-                                                  g.name(), "' of another width"));
-        }
-        for (size_t i = 0; i < ids; ++i) {
-          uint64_t id;
-          std::memcpy(&id, g.ids().data() + i * sizeof(uint64_t), sizeof(uint64_t));
-          auto [it, inserted] = sum.index.emplace(id, sum.ids.size());
-          if (inserted) {
-            sum.ids.push_back(id);
-            sum.rows.resize(sum.rows.size() + static_cast<size_t>(width), 0.0f);
-          }
-          float* dst = sum.rows.data() + it->second * width;
-          for (int64_t d = 0; d < width; ++d) {
-            float v;
-            std::memcpy(&v, data.data() + (i * width + d) * sizeof(float), sizeof(float));
-            dst[d] += v;
-          }
+        if (absl::Status s = rows_sum.AddRows(g, 1.0f); !s.ok()) {
+          return absl::InternalError(absl::StrCat("replica ", r, ": ", s.message()));
         }
       }
     }
@@ -175,21 +134,10 @@ absl::Status MirroredPsClient::Push(const PushRequest& request, PushResponse* re
       TensorProto* tensor = t->mutable_tensor();
       tensor->set_dtype(g.tensor().dtype());
       *tensor->mutable_shape() = g.tensor().shape();
-      tensor->set_data(Floats(fused.data() + at, count, scale));
+      tensor->set_data(GradientSum::FloatBytes(fused.data() + at, count, scale));
       at += count;
     }
-    for (auto& [name, sum] : row_sums) {
-      SparseGradient* g = apply.add_sparse();
-      g->set_name(name);
-      std::string ids(sum.ids.size() * sizeof(uint64_t), '\0');
-      std::memcpy(ids.data(), sum.ids.data(), ids.size());
-      g->set_ids(std::move(ids));
-      TensorProto* t = g->mutable_rows();
-      t->set_dtype(DT_FLOAT32);
-      t->add_shape(static_cast<int64_t>(sum.ids.size()));
-      t->add_shape(sum.width);
-      t->set_data(Floats(sum.rows.data(), sum.rows.size(), scale));
-    }
+    rows_sum.WriteTo(scale, &apply);
   }
   if (request.has_pull()) *apply.mutable_pull() = request.pull();
   return local_->Push(apply, response);
