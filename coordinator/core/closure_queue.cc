@@ -44,11 +44,27 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
     return std::any_of(queue_.begin(), queue_.end(),
                        [&](const Closure& c) { return Eligible(c, worker, now); });
   };
+  // A closure queued for another worker becomes takeable with time alone,
+  // which wakes no one: while one is queued, look again every few ms.
+  auto waiting_on_time = [this, worker]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (worker < 0) return false;
+    return std::any_of(queue_.begin(), queue_.end(), [worker](const Closure& c) {
+      return c.preferred_worker >= 0 && c.preferred_worker != worker;
+    });
+  };
   std::vector<Closure> taken;
   while (true) {
-    // A closure preferring another worker becomes takeable with time alone,
-    // which wakes no one: look again every few milliseconds.
-    if (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(20))) continue;
+    if (waiting_on_time()) {
+      if (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(20))) continue;
+    } else {
+      // Until takeable, or until a closure for another worker is queued
+      // (then the timed wait above).
+      auto ready_or_timed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return ready() || waiting_on_time();
+      };
+      mu_.Await(absl::Condition(&ready_or_timed));
+      if (!ready()) continue;
+    }
     if (stopped_ || queue_.empty()) return taken;
     const absl::Time now = absl::Now();
     const size_t want = static_cast<size_t>(std::max(max, 1));

@@ -179,5 +179,43 @@ TEST(ClosureQueuePauseTest, PausedQueueHandsOutNothingUntilResumed) {
   EXPECT_TRUE(q.Wait().ok());
 }
 
+// Delay scheduling: a closure for worker 1 goes to worker 0 only after the
+// locality wait (here to a thread that was already waiting when it was
+// queued); a pinned one never does; an open queue keeps its takers waiting.
+TEST(ClosureQueueTest, PreferredWorkerThenAnyAfterTheWaitAndPinnedNever) {
+  ClosureQueue q(absl::Milliseconds(200));
+  q.SetOpen(true);
+  std::atomic<int64_t> taken_id{-1};
+  absl::Time taken_at;
+  std::thread w0([&] {
+    std::vector<Closure> c = q.GetUpTo(1, /*worker=*/0);
+    taken_at = absl::Now();
+    if (!c.empty()) taken_id = c[0].id;
+  });
+  absl::SleepFor(absl::Milliseconds(50));  // w0 waits on an empty open queue
+  const absl::Time put = absl::Now();
+  Closure pinned;
+  pinned.id = 1;
+  pinned.preferred_worker = 1;
+  pinned.pinned = true;
+  q.Put(pinned);
+  Closure preferred;
+  preferred.id = 2;
+  preferred.preferred_worker = 1;
+  q.Put(preferred);
+  w0.join();
+  EXPECT_EQ(taken_id, 2);  // never the pinned one
+  EXPECT_GE(taken_at - put, absl::Milliseconds(190));
+  // Worker 1 takes its pinned closure at once.
+  std::vector<Closure> c = q.GetUpTo(1, /*worker=*/1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].id, 1);
+  q.Done();
+  q.Done();
+  EXPECT_TRUE(q.WaitUntilEmpty(absl::Seconds(1)));
+  q.SetOpen(false);
+  EXPECT_TRUE(q.Wait().ok());
+}
+
 }  // namespace
 }  // namespace pscluster
