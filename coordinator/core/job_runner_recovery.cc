@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +13,7 @@
 #include "common/job_paths.h"
 #include "common/status_macros.h"
 #include "coordinator/core/job_runner.h"
+
 
 namespace pscluster {
 namespace {
@@ -499,40 +501,35 @@ bool JobRunner::NotePsIncarnation(int ps, uint64_t incarnation) {
 }
 
 absl::Status JobRunner::WaitForEveryPs(absl::Time deadline) {
-  if (Mirrored()) {
-    // The copies live in the workers: wait for every worker.
-    for (size_t w = 0; w < workers_.size() && options_.health != nullptr; ++w) {
-      while (true) {
-        absl::Status s = options_.health->CheckWorker(static_cast<int>(w));
-        if (s.ok()) break;
-        if (absl::Now() > deadline) {
-          return absl::UnavailableError(absl::StrCat(
-              "worker ", w, " (", workers_[w]->address(), ") did not come back within ",
-              absl::FormatDuration(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s)),
-              ": ", s.message()));
-        }
-        absl::SleepFor(absl::Milliseconds(100));
-      }
-    }
-    return absl::OkStatus();
-  }
-  for (size_t p = 0; p < ps_.size(); ++p) {
+  // Polls `check` until OK or the deadline; the error names `what`.
+  auto wait = [&](const std::string& what, const std::function<absl::Status()>& check) {
     while (true) {
-      absl::Status s = absl::OkStatus();
-      if (options_.health != nullptr) {
-        absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
-        s = incarnation.status();
-        if (s.ok()) NotePsIncarnation(static_cast<int>(p), *incarnation);
-      }
-      if (s.ok()) break;
+      absl::Status s = check();
+      if (s.ok()) return s;
       if (absl::Now() > deadline) {
         return absl::UnavailableError(absl::StrCat(
-            "PS ", p, " did not come back within ",
+            what, " did not come back within ",
             absl::FormatDuration(absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s)), ": ",
             s.message()));
       }
       absl::SleepFor(absl::Milliseconds(100));
     }
+  };
+  if (options_.health == nullptr) return absl::OkStatus();
+  if (Mirrored()) {
+    // The copies live in the workers: wait for every worker.
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      RETURN_IF_ERROR(wait(absl::StrCat("worker ", w, " (", workers_[w]->address(), ")"),
+                           [&] { return options_.health->CheckWorker(static_cast<int>(w)); }));
+    }
+    return absl::OkStatus();
+  }
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    RETURN_IF_ERROR(wait(absl::StrCat("PS ", p), [&]() -> absl::Status {
+      absl::StatusOr<uint64_t> incarnation = options_.health->CheckPs(static_cast<int>(p));
+      if (incarnation.ok()) NotePsIncarnation(static_cast<int>(p), *incarnation);
+      return incarnation.status();
+    }));
   }
   return absl::OkStatus();
 }
