@@ -14,7 +14,6 @@
 #include "common/status_macros.h"
 #include "coordinator/core/job_runner.h"
 
-
 namespace pscluster {
 namespace {
 

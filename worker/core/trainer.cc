@@ -108,6 +108,7 @@ absl::StatusOr<std::unique_ptr<Trainer::Context>> Trainer::AcquireContext() {
       ASSIGN_OR_RETURN(slot->backend, CreateBackend(spec_.device, options));
       ctx->devices.push_back(std::move(slot));
     }
+    ctx->device_threads = std::make_unique<DeviceThreads>(static_cast<int>(spec_.devices) - 1);
   }
   // Embedding tables are never held whole: their entries stay empty.
   for (const VariableSpecProto& v : model_->variables()) {
@@ -250,6 +251,53 @@ void WeightedSum(const std::vector<const std::vector<Tensor>*>& in,
 
 }  // namespace
 
+Trainer::DeviceThreads::DeviceThreads(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { Loop(i + 1); });
+}
+
+Trainer::DeviceThreads::~DeviceThreads() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+void Trainer::DeviceThreads::Loop(int index) {
+  int64_t seen = 0;
+  while (true) {
+    const std::function<void(int)>* fn;
+    {
+      absl::MutexLock lock(&mu_);
+      auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || generation_ != seen;
+      };
+      mu_.Await(absl::Condition(&woken));
+      if (stop_) return;
+      seen = generation_;
+      if (index >= n_) continue;  // not needed for this step
+      fn = fn_;
+    }
+    (*fn)(index);
+    absl::MutexLock lock(&mu_);
+    --pending_;
+  }
+}
+
+void Trainer::DeviceThreads::Run(int n, const std::function<void(int)>& fn) {
+  {
+    absl::MutexLock lock(&mu_);
+    fn_ = &fn;
+    n_ = n;
+    pending_ = n - 1;
+    ++generation_;
+  }
+  fn(0);
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; };
+  mu_.Await(absl::Condition(&done));
+}
+
 void Trainer::TrainStep(Context* ctx, StepResult* step) const {
   const int64_t n = ctx->batch.size;
   const int64_t per_device = spec_.data.per_replica_batch;
@@ -261,7 +309,7 @@ void Trainer::TrainStep(Context* ctx, StepResult* step) const {
   // Devices whose slice is empty (a short last step) sit out.
   const int64_t used = std::min<int64_t>(static_cast<int64_t>(ctx->devices.size()),
                                          (n + per_device - 1) / per_device);
-  auto run = [&](int64_t d) {
+  auto run = [&](int d) {
     DeviceSlot& slot = *ctx->devices[d];
     SubBatch(ctx->batch, d * per_device, std::min(n, (d + 1) * per_device), &slot.batch);
     slot.batch.seed = d == 0 ? ctx->batch.seed : StepSeed(ctx->batch.seed, d);
@@ -269,10 +317,7 @@ void Trainer::TrainStep(Context* ctx, StepResult* step) const {
     model_->TrainStep(slot.backend.get(), ctx->params, slot.batch, ctx->rows, &slot.scratch,
                       &slot.grads, &slot.row_grads, &slot.result);
   };
-  std::vector<std::thread> threads;
-  for (int64_t d = 1; d < used; ++d) threads.emplace_back(run, d);
-  run(0);
-  for (std::thread& t : threads) t.join();
+  ctx->device_threads->Run(static_cast<int>(used), run);
   // The gradients are means over each slice: weighted by its examples, their
   // sum is the mean over the batch.
   std::vector<const std::vector<Tensor>*> grads, row_grads;

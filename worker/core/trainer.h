@@ -19,9 +19,11 @@
 #ifndef PSCLUSTER_WORKER_CORE_TRAINER_H_
 #define PSCLUSTER_WORKER_CORE_TRAINER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -91,10 +93,31 @@ class Trainer {
     std::vector<Tensor> row_grads;
     StepResult result;
   };
+  // Threads that run devices 1..n-1 of a step (device 0 runs on the
+  // closure's own thread), started once per context, not per step.
+  class DeviceThreads {
+   public:
+    explicit DeviceThreads(int threads);
+    ~DeviceThreads();
+    // Runs fn(0) here and fn(1) .. fn(n - 1) on the threads; returns when
+    // all are done. REQUIRES: 1 <= n <= threads + 1.
+    void Run(int n, const std::function<void(int)>& fn) ABSL_LOCKS_EXCLUDED(mu_);
+
+   private:
+    void Loop(int index) ABSL_LOCKS_EXCLUDED(mu_);
+    absl::Mutex mu_;
+    const std::function<void(int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+    int n_ ABSL_GUARDED_BY(mu_) = 0;
+    int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+    int pending_ ABSL_GUARDED_BY(mu_) = 0;
+    bool stop_ ABSL_GUARDED_BY(mu_) = false;
+    std::vector<std::thread> threads_;
+  };
   // What one running closure owns.
   struct Context {
-    // devices > 1: one slot per device.
+    // devices > 1: one slot per device, and the threads of devices 1..
     std::vector<std::unique_ptr<DeviceSlot>> devices;
+    std::unique_ptr<DeviceThreads> device_threads;
     std::unique_ptr<Backend> backend;
     ModelScratch scratch;
     std::vector<Tensor> params;
