@@ -106,6 +106,7 @@ using bench::kNaiveGrpc;
 using bench::kNumPaths;
 using bench::kPathNames;
 using bench::kPscluster;
+using bench::kPsclusterGrpc;
 using bench::kPsclusterStriped;
 using bench::kPsclusterTwoCalls;
 using bench::kPsliteFused;
@@ -413,6 +414,7 @@ int Main(int argc, char** argv) {
       columns.push_back({"ps-lite fused", kPsliteFused});
     }
     columns.push_back({"pscluster", kPscluster});
+    columns.push_back({"pscluster on gRPC", kPsclusterGrpc});
     columns.push_back({"pscluster two calls", kPsclusterTwoCalls});
     if (stripes > 1) {
       columns.push_back({absl::StrCat("pscluster striped x", stripes), kPsclusterStriped});

@@ -65,6 +65,14 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
                           absl::StrCat("ps server: ", ps_server.status().message()));
     }
     c->ps_servers.push_back(*std::move(ps_server));
+    auto data_plane = DataPlaneServer::Start(DataPlaneServer::Options(), c->stores.back().get(),
+                                             c->ps_services.back()->handler());
+    if (!data_plane.ok()) {
+      return absl::Status(data_plane.status().code(),
+                          absl::StrCat("data plane: ", data_plane.status().message()));
+    }
+    c->ps_services.back()->set_data_plane(data_plane->get());
+    c->data_planes.push_back(*std::move(data_plane));
   }
   c->connections.resize(static_cast<size_t>(shape.workers * num_ps));
   for (int w = 0; w < shape.workers; ++w) {
@@ -81,6 +89,9 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
       client_options.target = absl::StrCat("127.0.0.1:", c->ps_servers[p]->port());
       client_options.call_timeout = kCallTimeout;
       conn.ps_client = std::make_unique<GrpcPsClient>(client_options);
+      GrpcPsClient::Options grpc_options = client_options;
+      grpc_options.data_plane = false;
+      conn.grpc_client = std::make_unique<GrpcPsClient>(grpc_options);
       if (stripes > 1) {
         for (int k = 0; k < stripes; ++k) {
           conn.stripe_clients.push_back(std::make_unique<GrpcPsClient>(client_options));
@@ -174,20 +185,24 @@ absl::Status RoundTrip(Cluster& c, Path path, size_t size_index, int worker) {
     }
     return absl::OkStatus();
   }
-  if (path == kPscluster) {
+  if (path == kPscluster || path == kPsclusterGrpc) {
     // As worker/core/trainer.cc: every PS's push (carrying its pull) is in
     // flight before the first is waited for.
+    const bool grpc = path == kPsclusterGrpc;
     std::vector<std::unique_ptr<PendingPsCall>> calls(static_cast<size_t>(c.shape.ps));
     for (int p = 0; p < c.shape.ps; ++p) {
       Connection& conn = c.connection(worker, p);
-      calls[p] = conn.ps_client->StartPush(c.shards[size_index][p].push_pull, &conn.pushed);
+      calls[p] = (grpc ? conn.grpc_client : conn.ps_client)
+                     ->StartPush(c.shards[size_index][p].push_pull,
+                                 grpc ? &conn.grpc_pushed : &conn.pushed);
     }
     absl::Status status;
     for (int p = 0; p < c.shape.ps; ++p) {
       absl::Status s = calls[p]->Wait();
       if (s.ok()) {
-        s = CheckPulled(c.connection(worker, p).pushed.pulled(), c.shards[size_index][p].bytes,
-                        "push+pull");
+        const Connection& conn = c.connection(worker, p);
+        s = CheckPulled((grpc ? conn.grpc_pushed : conn.pushed).pulled(),
+                        c.shards[size_index][p].bytes, "push+pull");
       }
       status.Update(s);
     }

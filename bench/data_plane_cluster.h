@@ -24,6 +24,7 @@
 #include "bench/tcp_ping_pong.h"
 #include "protos/ps.pb.h"
 #include "ps/core/job_stores.h"
+#include "ps/service/data_plane_server.h"
 #include "ps/service/grpc_ps_client.h"
 #include "ps/service/ps_service.h"
 #include "rpc/rpc_util.h"
@@ -62,11 +63,12 @@ enum Path {
   kPslitePushPull = 4,  // ZPush, Wait, ZPull, Wait.
   kPsliteFused = 5,     // ZPushPull, Wait.
   kPsclusterStriped = 6,
-  kNumPaths = 7,
+  kPsclusterGrpc = 7,  // as kPscluster, with Pull and Push on gRPC (no data plane)
+  kNumPaths = 8,
 };
 inline constexpr const char* kPathNames[kNumPaths] = {
-    "raw_tcp",          "naive_grpc",   "pscluster",        "pscluster_two_calls",
-    "pslite_push_pull", "pslite_fused", "pscluster_striped"};
+    "raw_tcp",          "naive_grpc",   "pscluster",         "pscluster_two_calls",
+    "pslite_push_pull", "pslite_fused", "pscluster_striped", "pscluster_grpc"};
 
 inline bool IsPslite(int path) { return path == kPslitePushPull || path == kPsliteFused; }
 
@@ -99,6 +101,9 @@ struct Connection {
   std::string tcp_reply;
   std::unique_ptr<bench::EchoService::Stub> echo_stub;
   std::unique_ptr<GrpcPsClient> ps_client;
+  // The same PS with GrpcPsClient::Options::data_plane off.
+  std::unique_ptr<GrpcPsClient> grpc_client;
+  PushResponse grpc_pushed;
   // pscluster's responses, kept across calls as worker/core/trainer.cc keeps
   // its per-PS ones: the sub-messages holding tensors are `optional`, so the
   // Clear() of every parse keeps them and their buffers.
@@ -119,6 +124,9 @@ struct Cluster {
   std::vector<std::unique_ptr<JobStores>> stores;
   std::vector<std::unique_ptr<ParameterServerService>> ps_services;
   std::vector<std::unique_ptr<RunningServer>> ps_servers;
+  // Each PS's raw data plane (ps/service/data_plane_server.h), as ps_server
+  // starts it.
+  std::vector<std::unique_ptr<DataPlaneServer>> data_planes;
   // ps-lite's cluster of the same shape (child processes), if --pslite_bench.
   std::unique_ptr<PsliteLauncher> pslite;
   // [worker * shape.ps + ps]: each worker has its own connections to every

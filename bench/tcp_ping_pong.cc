@@ -49,9 +49,12 @@ absl::Status SetTimeouts(int fd, std::chrono::seconds timeout) {
   return absl::OkStatus();
 }
 
+// MSG_WAITALL: one wake-up when the whole message is in, not one per
+// segment batch (the same as the pscluster data plane's reads, so the
+// baseline is not handicapped by its reads).
 absl::Status ReadFull(int fd, char *data, size_t size) {
   while (size > 0) {
-    const ssize_t n = recv(fd, data, size, 0);
+    const ssize_t n = recv(fd, data, size, MSG_WAITALL);
     if (n == 0) return absl::UnavailableError("connection closed");
     if (n < 0) {
       if (errno == EINTR) continue;

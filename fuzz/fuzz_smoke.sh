@@ -38,7 +38,7 @@ while (($# > 0)); do
 done
 if ((${#targets[@]} == 0)); then
   targets=(job_spec_fuzzer cluster_config_fuzzer ps_requests_fuzzer idx_reader_fuzzer
-           csv_reader_fuzzer)
+           csv_reader_fuzzer data_plane_fuzzer)
 fi
 
 bazel=(bazel "--output_base=$output_base")

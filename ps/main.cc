@@ -4,15 +4,14 @@
 //
 // Exit codes: 0 after a clean shutdown, 1 if the server cannot start,
 // 2 for invalid flags.
+#include <malloc.h>
 #include <prometheus/registry.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <malloc.h>
-
 #include <csignal>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -27,9 +26,12 @@
 #include "ps/core/job_stores.h"
 #include "ps/core/job_stores_metrics.h"
 #include "ps/core/memory_budget.h"
+#include "ps/service/data_plane_server.h"
 #include "ps/service/ps_service.h"
+#include "rpc/frame_socket.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
+#include "rpc/transport.h"
 
 ABSL_FLAG(int64_t, max_memory_bytes, int64_t{8} << 30,
           "Most bytes of parameters plus optimizer slots (hash-table rows included) this PS "
@@ -43,6 +45,12 @@ ABSL_FLAG(std::string, checkpoint_root, "",
           "leaves it (\"..\", a symlink pointing out) is refused. Empty (default): Save and "
           "Restore are refused with FAILED_PRECONDITION. Mount the coordinator's "
           "--checkpoint_root storage here.");
+
+ABSL_FLAG(int, data_plane_port, 0,
+          "TCP port of this PS's raw data plane: Push and Pull as frames on plain TCP, "
+          "without gRPC's framing and copies (ps/service/data_plane_server.h), on the host "
+          "of --address. 0 (default): a free port, which workers learn over gRPC; -1: none "
+          "(workers use gRPC). Plaintext only: with TLS there is none.");
 
 namespace pscluster {
 namespace {
@@ -71,6 +79,12 @@ int Main(int argc, char** argv) {
   }
   ServerOptions& options = *parsed;
   const int64_t max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
+  const int data_plane_port = absl::GetFlag(FLAGS_data_plane_port);
+  if (data_plane_port < -1 || data_plane_port > 65535) {
+    std::cerr << "ps_server: --data_plane_port must be -1 (none), 0 (any free port) or a port, got "
+              << data_plane_port << "\n";
+    return kExitBadFlags;
+  }
   if (max_memory_bytes < 0) {
     std::cerr << "ps_server: --max_memory_bytes must be >= 0 (0: unlimited), got "
               << max_memory_bytes << "\n";
@@ -110,8 +124,7 @@ int Main(int argc, char** argv) {
   if (!store_options.checkpoint_root.empty()) {
     std::error_code ec;  // created if missing (a fresh volume); RealRoot says if that failed
     std::filesystem::create_directories(store_options.checkpoint_root, ec);
-    absl::StatusOr<std::string> root =
-        RealRoot(store_options.checkpoint_root, "--checkpoint_root");
+    absl::StatusOr<std::string> root = RealRoot(store_options.checkpoint_root, "--checkpoint_root");
     if (!root.ok()) {
       spdlog::error("{}", std::string(root.status().message()));
       return kExitBadFlags;
@@ -130,12 +143,36 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string host = options.address.substr(0, options.address.rfind(':'));
+  std::unique_ptr<DataPlaneServer> data_plane;
+  if (data_plane_port < 0) {
+    spdlog::info("no data plane (--data_plane_port=-1): Push and Pull on gRPC only");
+  } else if (TransportUsesTls()) {
+    spdlog::info("no data plane with TLS: Push and Pull on gRPC only");
+  } else {
+    DataPlaneServer::Options dp;
+    dp.port = data_plane_port;
+    dp.max_message_bytes = MaxMessageBytes();
+    int ignored_port = 0;
+    (void)SplitHostPort(options.address, &dp.host, &ignored_port);
+    absl::StatusOr<std::unique_ptr<DataPlaneServer>> started =
+        DataPlaneServer::Start(dp, &jobs, service.handler());
+    if (!started.ok()) {
+      spdlog::error("cannot start the data plane: {}", started.status().ToString());
+      (*server)->Shutdown();
+      return 1;
+    }
+    data_plane = std::move(*started);
+    service.set_data_plane(data_plane.get());
+    spdlog::info("data plane (Push, Pull as raw frames) on {}:{}", host, data_plane->port());
+  }
   std::cout << "ps_server listening on " << host << ":" << (*server)->port() << std::endl;
   spdlog::info("serving ParameterServer on {}:{}", host, (*server)->port());
   (*server)->AddCollectable(std::make_shared<JobStoresMetrics>(&jobs));
 
   stop.WaitForNotification();
   spdlog::info("signal received, shutting down");
+  service.set_data_plane(nullptr);
+  if (data_plane != nullptr) data_plane->Shutdown();
   (*server)->Shutdown();
   spdlog::info("stopped");
   return 0;

@@ -12,7 +12,29 @@ GrpcPsClient::GrpcPsClient(Options options)
     : options_(std::move(options)),
       channel_(MakeChannel(options_.target)),
       stub_(ParameterServer::NewStub(channel_)),
-      generic_stub_(std::make_unique<grpc::GenericStub>(channel_)) {}
+      generic_stub_(std::make_unique<grpc::GenericStub>(channel_)) {
+  if (options_.data_plane) {
+    DataPlaneClient::Options o;
+    o.target = options_.target;
+    o.call_timeout = options_.call_timeout;
+    o.wait_for_ready = options_.wait_for_ready;
+    data_plane_ = std::make_unique<DataPlaneClient>(o, stub_.get());
+  }
+}
+
+namespace {
+
+// A call that failed before it started.
+class FailedCall : public PendingPsCall {
+ public:
+  explicit FailedCall(absl::Status status) : status_(std::move(status)) {}
+  absl::Status Wait() override { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
+}  // namespace
 
 absl::Status GrpcPsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientContext*)> rpc) {
   grpc::ClientContext context;
@@ -86,6 +108,13 @@ absl::Status GrpcPsClient::CallZeroCopy(const std::string& method,
 
 std::unique_ptr<PendingPsCall> GrpcPsClient::StartPush(const PushRequest& request,
                                                        PushResponse* response) {
+  if (data_plane_ != nullptr) {
+    absl::StatusOr<std::unique_ptr<UniqueFd>> connection = data_plane_->Acquire();
+    if (!connection.ok()) return std::make_unique<FailedCall>(connection.status());
+    if (*connection != nullptr) {
+      return data_plane_->StartPush(std::move(*connection), request, response);
+    }
+  }
   return std::make_unique<ZeroCopyCall>(this, "/pscluster.ParameterServer/Push", request, response);
 }
 
@@ -95,10 +124,16 @@ absl::Status GrpcPsClient::CreateVariables(const CreateVariablesRequest& request
 }
 
 absl::Status GrpcPsClient::Pull(const PullRequest& request, PullResponse* response) {
+  if (data_plane_ != nullptr) {
+    absl::StatusOr<std::unique_ptr<UniqueFd>> connection = data_plane_->Acquire();
+    if (!connection.ok()) return connection.status();
+    if (*connection != nullptr) return data_plane_->Pull(std::move(*connection), request, response);
+  }
   return CallZeroCopy("/pscluster.ParameterServer/Pull", request, response);
 }
 
 absl::Status GrpcPsClient::Push(const PushRequest& request, PushResponse* response) {
+  if (data_plane_ != nullptr) return StartPush(request, response)->Wait();
   return CallZeroCopy("/pscluster.ParameterServer/Push", request, response);
 }
 
@@ -118,8 +153,7 @@ absl::Status GrpcPsClient::EndJob(const EndJobRequest& request, EndJobResponse* 
   return Call([&](grpc::ClientContext* c) { return stub_->EndJob(c, request, response); });
 }
 
-absl::Status GrpcPsClient::PruneKeys(const PruneKeysRequest& request,
-                                     PruneKeysResponse* response) {
+absl::Status GrpcPsClient::PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response) {
   return Call([&](grpc::ClientContext* c) { return stub_->PruneKeys(c, request, response); });
 }
 

@@ -9,6 +9,10 @@
 // into gRPC's buffers, and parsed into the caller's response, whose
 // strings keep their capacity when the caller reuses it.
 //
+// When the PS serves a raw-socket data plane (ps/service/data_plane_server.h)
+// and Options::data_plane is set, Pull, Push and StartPush use it instead
+// (ps/service/data_plane_client.h); everything else stays on gRPC.
+//
 // Thread-safe: calls may be made concurrently (they share one channel).
 #ifndef PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
 #define PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
@@ -23,6 +27,7 @@
 #include "absl/functional/function_ref.h"
 #include "common/ps_client.h"
 #include "protos/ps.grpc.pb.h"
+#include "ps/service/data_plane_client.h"
 
 namespace pscluster {
 
@@ -38,6 +43,8 @@ class GrpcPsClient : public PsClient {
     // If true, a call waits (up to its deadline) for the server to come up
     // instead of failing at once with UNAVAILABLE.
     bool wait_for_ready = false;
+    // Pull and Push on the PS's data plane when it has one (plaintext only).
+    bool data_plane = true;
   };
 
   // Creates the channel (MakeChannel: pscluster's message-size limits); it
@@ -75,6 +82,7 @@ class GrpcPsClient : public PsClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ParameterServer::Stub> stub_;
   std::unique_ptr<grpc::GenericStub> generic_stub_;
+  std::unique_ptr<DataPlaneClient> data_plane_;  // null: gRPC only
 };
 
 }  // namespace pscluster

@@ -103,8 +103,7 @@ grpc::Status ParameterServerService::Restore(grpc::ServerContext*, const Restore
 
 grpc::Status ParameterServerService::EndJob(grpc::ServerContext*, const EndJobRequest* request,
                                             EndJobResponse* response) {
-  grpc::Status status =
-      handler_.Run("EndJob", [&] { return jobs_->EndJob(*request, response); });
+  grpc::Status status = handler_.Run("EndJob", [&] { return jobs_->EndJob(*request, response); });
   // A job's variables may be most of this process, and the pooled messages
   // were sized for its tensors: hand both back now.
   if (response->existed()) {
@@ -112,6 +111,9 @@ grpc::Status ParameterServerService::EndJob(grpc::ServerContext*, const EndJobRe
     pull_responses_.Clear();
     push_requests_.Clear();
     push_responses_.Clear();
+    if (DataPlaneServer* data_plane = data_plane_.load(); data_plane != nullptr) {
+      data_plane->ReleaseBuffers();
+    }
     malloc_trim(0);
   }
   return status;
@@ -121,6 +123,13 @@ grpc::Status ParameterServerService::PruneKeys(grpc::ServerContext*,
                                                const PruneKeysRequest* request,
                                                PruneKeysResponse* response) {
   return handler_.Run("PruneKeys", [&] { return jobs_->PruneKeys(*request, response); });
+}
+
+grpc::Status ParameterServerService::DataPlane(grpc::ServerContext*, const DataPlaneRequest*,
+                                               DataPlaneResponse* response) {
+  DataPlaneServer* data_plane = data_plane_.load();
+  response->set_port(data_plane != nullptr ? data_plane->port() : 0);
+  return grpc::Status::OK;
 }
 
 }  // namespace pscluster

@@ -1,18 +1,19 @@
 // Adapter test: a real ParameterServerService on 127.0.0.1:0, driven through
-// GrpcPsClient, checking that results and status codes survive the wire.
+// GrpcPsClient, checking that results and status codes survive the wire —
+// once with Pull and Push on gRPC, once on the raw data plane
+// (DataPlaneServer), which must behave the same.
 #include "ps/service/ps_service.h"
 
 #include <grpcpp/generic/generic_stub.h>
-
 #include <prometheus/registry.h>
-
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -22,7 +23,10 @@
 #include "gtest/gtest.h"
 #include "ps/core/job_stores.h"
 #include "ps/core/memory_budget.h"
+#include "ps/service/data_plane_server.h"
+#include "ps/service/data_plane_wire.h"
 #include "ps/service/grpc_ps_client.h"
+#include "rpc/frame_socket.h"
 #include "rpc/rpc_util.h"
 
 namespace pscluster {
@@ -34,7 +38,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-class PsServiceTest : public ::testing::Test {
+// The parameter: whether the PS serves a data plane.
+class PsServiceTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     registry_ = std::make_shared<prometheus::Registry>();
@@ -42,6 +47,13 @@ class PsServiceTest : public ::testing::Test {
     auto server = StartServer(ServerOptions(), {service_.get()}, registry_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
+    if (GetParam()) {
+      auto data_plane =
+          DataPlaneServer::Start(DataPlaneServer::Options(), &store_, service_->handler());
+      ASSERT_TRUE(data_plane.ok()) << data_plane.status();
+      data_plane_ = std::move(*data_plane);
+      service_->set_data_plane(data_plane_.get());
+    }
     target_ = absl::StrCat("127.0.0.1:", server_->port());
     GrpcPsClient::Options options;
     options.target = target_;
@@ -115,11 +127,17 @@ class PsServiceTest : public ::testing::Test {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ParameterServerService> service_;
   std::unique_ptr<RunningServer> server_;
+  std::unique_ptr<DataPlaneServer> data_plane_;
   std::string target_;
   std::unique_ptr<GrpcPsClient> client_;
 };
 
-TEST_F(PsServiceTest, PushPullRoundtrip) {
+INSTANTIATE_TEST_SUITE_P(Transports, PsServiceTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "DataPlane" : "Grpc";
+                         });
+
+TEST_P(PsServiceTest, PushPullRoundtrip) {
   ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
   auto w = PullW();
   ASSERT_TRUE(w.ok()) << w.status();
@@ -131,9 +149,14 @@ TEST_F(PsServiceTest, PushPullRoundtrip) {
   ASSERT_EQ(stats.variables_size(), 1);
   EXPECT_EQ(stats.variables(0).parameter_bytes(), 16);
   EXPECT_EQ(RequestCount("Push", "OK"), 1);
+  EXPECT_EQ(RequestCount("Pull", "OK"), 1);
+  // With a data plane both calls went over it.
+  if (GetParam()) {
+    EXPECT_EQ(data_plane_->calls(), 2);
+  }
 }
 
-TEST_F(PsServiceTest, FusedPushPullOfLargeTensorsRoundTrips) {
+TEST_P(PsServiceTest, FusedPushPullOfLargeTensorsRoundTrips) {
   // Large enough that the tensors travel as aliased slices both ways.
   const Shape shape{1 << 20};
   CreateVariablesRequest create;
@@ -167,7 +190,7 @@ TEST_F(PsServiceTest, FusedPushPullOfLargeTensorsRoundTrips) {
   }
 }
 
-TEST_F(PsServiceTest, StartedPushesRunTogetherAndReportTheirOwnStatus) {
+TEST_P(PsServiceTest, StartedPushesRunTogetherAndReportTheirOwnStatus) {
   PushRequest good;
   NamedTensor* g = good.add_gradients();
   g->set_name("w");
@@ -183,8 +206,8 @@ TEST_F(PsServiceTest, StartedPushesRunTogetherAndReportTheirOwnStatus) {
   ASSERT_TRUE(s1.ok()) << s1;
   ASSERT_EQ(good_response.pulled().tensors_size(), 1);
   EXPECT_EQ(s2.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(s2.message()), AllOf(StartsWith("ps " + target_ + ": "),
-                                               HasSubstr("'missing'")));
+  EXPECT_THAT(std::string(s2.message()),
+              AllOf(StartsWith("ps " + target_ + ": "), HasSubstr("'missing'")));
   // A call never waited for is finished by its destructor.
   { std::unique_ptr<PendingPsCall> dropped = client_->StartPush(good, &good_response); }
   StatsResponse stats;
@@ -192,7 +215,7 @@ TEST_F(PsServiceTest, StartedPushesRunTogetherAndReportTheirOwnStatus) {
   EXPECT_EQ(stats.applied_updates(), 2);
 }
 
-TEST_F(PsServiceTest, MalformedRequestBytesAreInvalidArgument) {
+TEST_P(PsServiceTest, MalformedRequestBytesAreInvalidArgument) {
   // Not a PushRequest: the server answers INVALID_ARGUMENT and keeps serving.
   auto channel = MakeChannel(target_);
   grpc::GenericStub stub(channel);
@@ -218,7 +241,7 @@ TEST_F(PsServiceTest, MalformedRequestBytesAreInvalidArgument) {
   EXPECT_TRUE(PushW({2, 2}, 1.0f).ok());
 }
 
-TEST_F(PsServiceTest, ErrorsKeepTheirCodeAndTheServerKeepsServing) {
+TEST_P(PsServiceTest, ErrorsKeepTheirCodeAndTheServerKeepsServing) {
   absl::Status s = PushW({4}, 1.0f);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), AllOf(StartsWith("ps " + target_ + ": "), HasSubstr("'w'"),
@@ -241,7 +264,7 @@ TEST_F(PsServiceTest, ErrorsKeepTheirCodeAndTheServerKeepsServing) {
   EXPECT_TRUE(PushW({2, 2}, 1.0f).ok());
 }
 
-TEST_F(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
+TEST_P(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
   CreateVariablesRequest create;
   VariableSpecProto* table = create.add_variables();
   table->set_name("t/part_0");
@@ -307,7 +330,7 @@ TEST_F(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
   EXPECT_THAT(*w, ElementsAre(1.0f, 1.0f, 0.5f, 0.0f));
 }
 
-TEST_F(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
+TEST_P(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
   PushRequest push;
   NamedTensor* g = push.add_gradients();
   g->set_name("w");
@@ -366,7 +389,7 @@ TEST_F(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
 
 // Save and Restore take names under --checkpoint_root, never free paths:
 // whatever a client sends, nothing outside the root is written or read.
-TEST_F(PsServiceTest, CheckpointNamesOutsideTheRootAreRefused) {
+TEST_P(PsServiceTest, CheckpointNamesOutsideTheRootAreRefused) {
   namespace fs = std::filesystem;
   const std::string outside = root_ + "-outside";
   fs::create_directories(outside);
@@ -374,10 +397,17 @@ TEST_F(PsServiceTest, CheckpointNamesOutsideTheRootAreRefused) {
   std::ofstream(victim) << "untouched";
   fs::create_directory_symlink(outside, root_ + "/escape");
   fs::create_symlink(victim, root_ + "/leak.data");
-  const std::string names[] = {"/etc/passwd", victim,        "../x",          "a/../../x",
-                               "escape/victim", "leak.data", "",              "a//b",
+  const std::string names[] = {"/etc/passwd",
+                               victim,
+                               "../x",
+                               "a/../../x",
+                               "escape/victim",
+                               "leak.data",
+                               "",
+                               "a//b",
                                "ok/../../" + fs::path(outside).filename().string() + "/victim",
-                               "job/ckpt-0/MANIFEST", "job/joblog"};  // no data file
+                               "job/ckpt-0/MANIFEST",
+                               "job/joblog"};  // no data file
   for (const std::string& name : names) {
     SaveRequest save;
     save.set_name(name);
@@ -481,6 +511,127 @@ TEST(PsServiceMemoryTest, CreateVariablesPastTheLimitIsResourceExhaustedAndAlloc
   ASSERT_TRUE(client.Stats(StatsRequest(), &stats).ok());
   EXPECT_EQ(stats.held_bytes(), 4 << 20);
   (*server)->Shutdown();
+}
+
+// The data plane's own cases: what a stranger's bytes, a restarted PS and a
+// port nobody can reach do.
+using DataPlaneTest = PsServiceTest;
+INSTANTIATE_TEST_SUITE_P(Only, DataPlaneTest, ::testing::Values(true));
+
+// The answer a raw connection gets: its code and message.
+std::pair<int32_t, std::string> Answer(int fd) {
+  FrameHead head;
+  bool closed = false;
+  absl::Status s = ReadFrameHead(fd, 1 << 20, absl::Now() + absl::Seconds(10), absl::Seconds(10),
+                                 &head, &closed);
+  if (!s.ok()) return {-1, std::string(s.message())};
+  return {head.code, head.meta};
+}
+
+TEST_P(DataPlaneTest, StrangersBytesAreAnsweredWithTheProblemAndTheServerKeepsServing) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  {
+    absl::StatusOr<UniqueFd> fd = DialTcp("127.0.0.1", data_plane_->port(), deadline);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    const std::string http = "GET /metrics HTTP/1.1\r\nHost: ps\r\n\r\n";
+    ASSERT_EQ(send(fd->get(), http.data(), http.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(http.size()));
+    auto [code, message] = Answer(fd->get());
+    EXPECT_EQ(code, static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(message, HasSubstr("bad magic"));
+  }
+  {
+    // A frame announcing 1 GiB: refused before anything is allocated for it.
+    absl::StatusOr<UniqueFd> fd = DialTcp("127.0.0.1", data_plane_->port(), deadline);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    const std::string payload(1024, 'x');
+    struct {
+      uint32_t magic = kFrameMagic;
+      uint16_t version = kFrameVersion;
+      uint16_t kind = kDataPlanePush;
+      int32_t code = 0;
+      uint32_t meta_bytes = 0;
+      uint32_t payload_count = 1;
+      uint32_t reserved = 0;
+      uint64_t payload_bytes = uint64_t{1} << 30;
+      uint64_t size = uint64_t{1} << 30;
+    } frame;
+    ASSERT_EQ(send(fd->get(), &frame, sizeof(frame), MSG_NOSIGNAL),
+              static_cast<ssize_t>(sizeof(frame)));
+    auto [code, message] = Answer(fd->get());
+    EXPECT_EQ(code, static_cast<int32_t>(absl::StatusCode::kResourceExhausted));
+    EXPECT_THAT(message, HasSubstr("larger than the limit"));
+  }
+  {
+    // A PushRequest whose meta has a tensor the frame does not carry.
+    absl::StatusOr<UniqueFd> fd = DialTcp("127.0.0.1", data_plane_->port(), deadline);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    PushRequest meta;
+    NamedTensor* g = meta.add_gradients();
+    g->set_name("w");
+    g->mutable_tensor()->set_dtype(DT_FLOAT32);
+    ASSERT_TRUE(
+        WriteFrame(fd->get(), kDataPlanePush, 0, meta.SerializeAsString(), {}, deadline).ok());
+    auto [code, message] = Answer(fd->get());
+    EXPECT_EQ(code, static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(message, HasSubstr("announces 1 tensors but its frame carries 0"));
+    // And a meta that is not a protobuf at all.
+    absl::StatusOr<UniqueFd> fd2 = DialTcp("127.0.0.1", data_plane_->port(), deadline);
+    ASSERT_TRUE(fd2.ok()) << fd2.status();
+    ASSERT_TRUE(WriteFrame(fd2->get(), kDataPlanePush, 0, "\xff\xff\xff\xff", {}, deadline).ok());
+    auto [code2, message2] = Answer(fd2->get());
+    EXPECT_EQ(code2, static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(message2, HasSubstr("malformed pscluster.PushRequest"));
+  }
+  // Nothing was applied; the cluster's own client still gets answers.
+  auto w = PullW();
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_THAT(*w, ElementsAre(1.0f, 1.0f, 1.0f, 1.0f));
+  EXPECT_TRUE(PushW({2, 2}, 1.0f).ok());
+  EXPECT_EQ(data_plane_->calls(), 2);
+}
+
+TEST_P(DataPlaneTest, ARestartedDataPlaneIsFoundAgain) {
+  ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
+  // The data plane goes away (its connections close) and comes back on
+  // another port, as after a PS restart.
+  data_plane_->Shutdown();
+  auto restarted = DataPlaneServer::Start(DataPlaneServer::Options(), &store_, service_->handler());
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  service_->set_data_plane(restarted->get());
+  ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
+  EXPECT_EQ((*restarted)->calls(), 1);
+  auto w = PullW();
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_THAT(*w, ElementsAre(0.0f, 0.0f, 0.0f, 0.0f));
+  service_->set_data_plane(nullptr);
+}
+
+TEST_P(DataPlaneTest, AnUnreachableOrAbsentDataPlaneFallsBackToGrpc) {
+  // A port nobody listens on (a firewall would look the same): the client
+  // warns and uses gRPC.
+  auto gone = DataPlaneServer::Start(DataPlaneServer::Options(), &store_, service_->handler());
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  (*gone)->Shutdown();
+  service_->set_data_plane(gone->get());
+  ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
+  // No data plane at all; and a client told not to use one.
+  service_->set_data_plane(nullptr);
+  GrpcPsClient::Options options;
+  options.target = target_;
+  GrpcPsClient fresh(options);
+  PushResponse resp;
+  PushRequest req;
+  NamedTensor* g = req.add_gradients();
+  g->set_name("w");
+  EncodeTensor(Shape{2, 2}, std::vector<float>(4, 1.0f), g->mutable_tensor());
+  ASSERT_TRUE(fresh.Push(req, &resp).ok());
+  service_->set_data_plane(data_plane_.get());
+  options.data_plane = false;
+  GrpcPsClient grpc_only(options);
+  ASSERT_TRUE(grpc_only.Push(req, &resp).ok());
+  EXPECT_EQ(data_plane_->calls(), 0);
+  EXPECT_EQ(RequestCount("Push", "OK"), 3);
 }
 
 TEST(GrpcPsClientTest, UnreachableServerIsUnavailableNamingTheTarget) {

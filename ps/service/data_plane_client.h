@@ -1,0 +1,90 @@
+// DataPlaneClient: a worker's side of one PS's raw-socket data plane
+// (ps/service/data_plane_server.h). GrpcPsClient runs Push, StartPush and
+// Pull through it when the PS has a data plane, and on gRPC otherwise.
+//
+// The PS's data port is asked for once with ParameterServer.DataPlane on the
+// client's gRPC channel (so the PS must be up, and wait_for_ready applies
+// there); the client dials the port on the host of its gRPC target and keeps
+// idle connections for the next calls, one per call in flight. No data plane
+// (a PS over TLS, one started with --data_plane_port=-1, an older PS that
+// does not know the RPC), or a port that cannot be reached (a firewall that
+// lets only the gRPC port through): the calls go over gRPC, and the data
+// plane is tried again a minute later.
+//
+// Errors have GrpcPsClient's form ("ps <target>: ..."): the server's status
+// as it answered, UNAVAILABLE when the connection breaks (the PS died or
+// restarted: the next call asks for the port again), DEADLINE_EXCEEDED after
+// the call timeout. A connection that saw any error is closed, not reused.
+//
+// Thread-safe.
+#ifndef PSCLUSTER_PS_SERVICE_DATA_PLANE_CLIENT_H_
+#define PSCLUSTER_PS_SERVICE_DATA_PLANE_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/ps_client.h"
+#include "protos/ps.grpc.pb.h"
+#include "rpc/frame_socket.h"
+
+namespace pscluster {
+
+class DataPlaneClient {
+ public:
+  struct Options {
+    std::string target;  // the PS's gRPC "host:port"
+    std::chrono::milliseconds call_timeout{30000};
+    bool wait_for_ready = false;
+    // How long to stay on gRPC after the data plane could not be used.
+    absl::Duration retry_after = absl::Minutes(1);
+  };
+
+  // `stub` (the gRPC client's) must outlive this.
+  DataPlaneClient(Options options, ParameterServer::Stub* stub);
+
+  // A connection for one call: null when this call should go over gRPC; an
+  // error (the discovery RPC's, with the PS unreachable) to return as the
+  // call's own.
+  absl::StatusOr<std::unique_ptr<UniqueFd>> Acquire();
+
+  // Sends `request` on `connection` and returns at once; Wait reads the
+  // answer. The connection goes back to the pool when the call succeeded.
+  std::unique_ptr<PendingPsCall> StartPush(std::unique_ptr<UniqueFd> connection,
+                                           const PushRequest& request, PushResponse* response);
+  absl::Status Pull(std::unique_ptr<UniqueFd> connection, const PullRequest& request,
+                    PullResponse* response);
+
+ private:
+  class Call;
+
+  // Asks the PS for its data port (mu_ not held).
+  absl::StatusOr<int> Discover();
+  // Puts a connection that finished a call cleanly back for the next one.
+  void Release(std::unique_ptr<UniqueFd> connection);
+  // After a broken connection: ask for the port again on the next call.
+  void Forget();
+  absl::Status Named(const absl::Status& status) const;
+
+  const Options options_;
+  ParameterServer::Stub* const stub_;
+  std::string host_;
+  bool usable_target_ = false;
+
+  absl::Mutex mu_;
+  int port_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not known
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::vector<std::unique_ptr<UniqueFd>> idle_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_PS_SERVICE_DATA_PLANE_CLIENT_H_

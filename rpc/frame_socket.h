@@ -1,0 +1,108 @@
+// Frames on a plain TCP socket: the transport of pscluster's raw data plane
+// (ps/service/data_plane.h), which moves tensors between workers and PS
+// without gRPC's HTTP/2 framing, thread hand-offs and protobuf copies.
+//
+// A frame is a fixed 32-byte header, the sizes of its payloads (8 bytes
+// each), a small serialized protobuf `meta`, then the payloads' raw bytes:
+//
+//   magic "PSDP" | version | kind | status code | meta bytes | payload count
+//   | payload bytes | sizes[count] | meta | payload 0 | payload 1 | ...
+//
+// Payloads are written from the caller's memory (sendmsg over iovecs) and
+// read straight into the caller's buffers, so a tensor costs one kernel copy
+// at each end and no user-space copy. Everything is little-endian, the
+// host's order (pscluster's tensors are little-endian too).
+//
+// Sockets are blocking; every read and write is bounded by a deadline
+// (SO_RCVTIMEO / SO_SNDTIMEO set to the time left), and a header announcing
+// more than the limit the reader gives is refused before anything is
+// allocated for it.
+#ifndef PSCLUSTER_RPC_FRAME_SOCKET_H_
+#define PSCLUSTER_RPC_FRAME_SOCKET_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace pscluster {
+
+// Owns a file descriptor; closes it when destroyed.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// Splits "host:port" / "[v6]:port" into host (brackets removed) and port.
+// INVALID_ARGUMENT for anything else (a gRPC URI such as "dns:///h:1" or
+// "unix:/path", a port outside 0..65535).
+absl::Status SplitHostPort(absl::string_view address, std::string* host, int* port);
+
+// A listening TCP socket on `host` (a name or address; "0.0.0.0", "::" for
+// every interface) and `port` (0: a free one). `*bound_port` gets the port.
+absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, int port, int* bound_port);
+
+// Connects to host:port, trying each address the name resolves to, until
+// `deadline`. UNAVAILABLE naming the address when none accepts;
+// DEADLINE_EXCEEDED when the deadline passed first.
+absl::StatusOr<UniqueFd> DialTcp(const std::string& host, int port, absl::Time deadline);
+
+// TCP_NODELAY on a connected socket (frames are written whole).
+absl::Status SetNoDelay(int fd);
+
+inline constexpr uint32_t kFrameMagic = 0x50445350;  // "PSDP" in memory order
+inline constexpr uint16_t kFrameVersion = 1;
+// More payloads than this in one frame is refused as malformed.
+inline constexpr uint32_t kMaxFramePayloads = 1 << 20;
+
+// A frame's header, as read: the meta, and the payloads' sizes (not yet read).
+struct FrameHead {
+  uint16_t kind = 0;
+  int32_t code = 0;  // a status code, in answers
+  std::string meta;
+  std::vector<uint64_t> payload_sizes;
+  uint64_t payload_bytes = 0;
+  // When the whole frame must have been read: its first byte's arrival plus
+  // the timeout given to ReadFrameHead. Read the payloads until then.
+  absl::Time deadline;
+};
+
+// Writes one frame. UNAVAILABLE when the peer is gone; DEADLINE_EXCEEDED when
+// the peer did not take the bytes in time (the connection is then unusable).
+absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view meta,
+                        absl::Span<const absl::string_view> payloads, absl::Time deadline);
+
+// Reads a frame's header, sizes and meta. Waits for the first byte until
+// `first_byte_deadline` (absl::InfiniteFuture(): until the peer sends or
+// closes), then gives the whole frame `timeout` (head->deadline). `*closed` is set when the peer
+// closed the connection before the first byte (a clean end, also an error here). INVALID_ARGUMENT
+// names a bad magic/version, too many payloads, or sizes that do not add up; RESOURCE_EXHAUSTED a
+// frame larger than `max_bytes` (meta and payloads together).
+absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_deadline,
+                           absl::Duration timeout, FrameHead* head, bool* closed);
+
+// Reads exactly `size` bytes into `data`.
+absl::Status ReadFull(int fd, char* data, size_t size, absl::Time deadline);
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_RPC_FRAME_SOCKET_H_
