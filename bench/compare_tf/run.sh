@@ -20,52 +20,9 @@ DISPATCH_SECONDS="${DISPATCH_SECONDS:-5}"
 OUT_JSON="${OUT_JSON:-$HERE/results.json}"
 VPY="$HERE/.venv/bin/python"
 
-if [[ ! -x "$VPY" ]]; then
-  "$HERE/setup.sh"
-fi
-
-cd "$ROOT"
-if [[ -z "${SKIP_BUILD:-}" ]]; then
-  bazel build //client:psctl //ps:ps_server //worker:worker_server //coordinator:coordinator
-fi
-
-WORK="$(mktemp -d /tmp/compare_tf-run-XXXXXX)"
-trap 'rm -rf "$WORK"' EXIT
-
-# Same job as examples/fashion_mnist_mlp.yaml, with EPOCHS epochs.
-sed "s/^  epochs: [0-9][0-9]*\$/  epochs: $EPOCHS/" examples/fashion_mnist_mlp.yaml > "$WORK/job.yaml"
-grep -q "^  epochs: $EPOCHS\$" "$WORK/job.yaml" || { echo "run.sh: could not set epochs" >&2; exit 1; }
-
-now() { date +%s.%N; }
-# How busy the CPUs were (all cores, %) over the 2 s before each phase, when
-# none of this script's processes run: other work on the machine (2 cores)
-# skews the figures; it goes into results.json and run.sh warns about it.
-load() {
-  local a b
-  a=$(head -1 /proc/stat); sleep 2; b=$(head -1 /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y); t = 0; for (i = 2; i <= 9; i++) t += y[i] - x[i];
-    idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.1f\n", (t > 0 ? 100 * (t - idle) / t : 0) }' > "$WORK/load.$1"
-}
-
-# REPEATS alternating runs of each system; the report takes the median
-# examples/s of each (this machine's figures move by +-20 % between runs).
-for ((r = 1; r <= REPEATS; r++)); do
-  echo "== pscluster: psctl local ($PS PS x $WORKERS workers, $EPOCHS epochs), run $r/$REPEATS" >&2
-  load "pscluster.$r"
-  t0=$(now)
-  .bazel/bin/client/psctl local "$WORK/job.yaml" --ps "$PS" --workers "$WORKERS" --output json \
-    > "$WORK/pscluster.$r.json"
-  t1=$(now)
-  echo "$t0 $t1" > "$WORK/pscluster.$r.time"
-
-  echo "== TensorFlow: tf_ps_mlp.py train ($PS PS x $WORKERS workers, $EPOCHS epochs), run $r/$REPEATS" >&2
-  load "tf.$r"
-  t0=$(now)
-  "$VPY" "$HERE/tf_ps_mlp.py" train --ps "$PS" --workers "$WORKERS" --epochs "$EPOCHS" \
-    --json "$WORK/tf.$r.json" > /dev/null
-  t1=$(now)
-  echo "$t0 $t1" > "$WORK/tf.$r.time"
-done
+source "$HERE/lib.sh"
+compare_setup examples/fashion_mnist_mlp.yaml
+run_alternating tf_ps_mlp.py
 
 if [[ -z "${SKIP_DISPATCH:-}" ]]; then
   echo "== TensorFlow: dispatch rate of a no-op closure on $DISPATCH_WORKERS workers" >&2

@@ -18,53 +18,11 @@ WORKERS="${WORKERS:-2}"
 OUT_JSON="${OUT_JSON:-$HERE/results_ctr.json}"
 VPY="$HERE/.venv/bin/python"
 
-if [[ ! -x "$VPY" ]]; then
-  "$HERE/setup.sh"
-fi
-
-cd "$ROOT"
-[[ -r data/movielens/movielens.csv ]] ||
+source "$HERE/lib.sh"
+[[ -r "$ROOT/data/movielens/movielens.csv" ]] ||
   { echo "run_ctr.sh: data/movielens/movielens.csv is missing (./setup.sh exports it)" >&2; exit 1; }
-if [[ -z "${SKIP_BUILD:-}" ]]; then
-  bazel build //client:psctl //ps:ps_server //worker:worker_server //coordinator:coordinator
-fi
-
-WORK="$(mktemp -d /tmp/compare_tf_ctr-run-XXXXXX)"
-trap 'rm -rf "$WORK"' EXIT
-
-# Same job as examples/movielens_ctr.yaml, with EPOCHS epochs (the data
-# paths are relative to the repository root, where both systems run).
-sed "s/^  epochs: [0-9][0-9]*\$/  epochs: $EPOCHS/" examples/movielens_ctr.yaml > "$WORK/job.yaml"
-grep -q "^  epochs: $EPOCHS\$" "$WORK/job.yaml" || { echo "run_ctr.sh: could not set epochs" >&2; exit 1; }
-
-now() { date +%s.%N; }
-# How busy the CPUs were (all cores, %) over the 2 s before each phase, when
-# none of this script's processes run (as run.sh): recorded, warned above 20 %.
-load() {
-  local a b
-  a=$(head -1 /proc/stat); sleep 2; b=$(head -1 /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y); t = 0; for (i = 2; i <= 9; i++) t += y[i] - x[i];
-    idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.1f\n", (t > 0 ? 100 * (t - idle) / t : 0) }' > "$WORK/load.$1"
-}
-
-# REPEATS alternating runs of each system; the report takes medians.
-for ((r = 1; r <= REPEATS; r++)); do
-  echo "== pscluster: psctl local movielens_ctr ($PS PS x $WORKERS workers, $EPOCHS epochs), run $r/$REPEATS" >&2
-  load "pscluster.$r"
-  t0=$(now)
-  .bazel/bin/client/psctl local "$WORK/job.yaml" --ps "$PS" --workers "$WORKERS" --output json \
-    > "$WORK/pscluster.$r.json"
-  t1=$(now)
-  echo "$t0 $t1" > "$WORK/pscluster.$r.time"
-
-  echo "== TensorFlow: tf_ps_ctr.py train ($PS PS x $WORKERS workers, $EPOCHS epochs), run $r/$REPEATS" >&2
-  load "tf.$r"
-  t0=$(now)
-  "$VPY" "$HERE/tf_ps_ctr.py" train --ps "$PS" --workers "$WORKERS" --epochs "$EPOCHS" \
-    --json "$WORK/tf.$r.json" > /dev/null
-  t1=$(now)
-  echo "$t0 $t1" > "$WORK/tf.$r.time"
-done
+compare_setup examples/movielens_ctr.yaml
+run_alternating tf_ps_ctr.py
 
 "$VPY" - "$WORK" "$OUT_JSON" "$EPOCHS" "$REPEATS" <<'EOF'
 import json, os, platform, statistics, sys, time

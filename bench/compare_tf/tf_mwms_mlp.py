@@ -63,7 +63,7 @@ DATA_DIR = "/usr/share/datasets/fashion-mnist"
 sys.path.insert(0, HERE)
 # The orchestration and data helpers of the ParameterServerStrategy script
 # (it imports no TensorFlow at module level).
-from tf_ps_mlp import _die_with_parent, _pid_alive, free_ports, load_idx  # noqa: E402
+from tf_ps_mlp import _die_with_parent, _pid_alive, free_ports, load_idx, write_result  # noqa: E402
 
 
 # --------------------------------------------------------------------------
@@ -347,12 +347,7 @@ def worker(a):
             "eval_accuracy": float((logits.argmax(axis=1) == test_y).mean()),
             "connect_seconds": connect_s, "steps_per_call": a.steps_per_call,
         })
-    tmp = a.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f)
-    os.rename(tmp, a.out)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    write_result(a.out, result)
     # Wait (bounded) for the orchestrator's SIGTERM rather than exit while a
     # peer may still be finishing the last collective; skip the interpreter
     # teardown (stopping collective contexts can block).

@@ -86,7 +86,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -96,7 +95,7 @@ sys.path.insert(0, HERE)
 # Orchestration helpers and the PS/worker server of the Fashion-MNIST script
 # (it imports no TensorFlow at module level).
 import tf_ps_mlp  # noqa: E402
-from tf_ps_mlp import _pid_alive, child_server  # noqa: E402
+from tf_ps_mlp import child_server  # noqa: E402
 
 COLUMNS = ["userId", "movieId", "rating", "timestamp", "year", "genres"]
 USER_VOCAB = 672
@@ -124,42 +123,8 @@ class CtrCluster(tf_ps_mlp.Cluster):
 
 def run_experiment(num_ps, num_workers, chief_args, timeout_s, threads, keep_logs=False):
     """tf_ps_mlp.run_experiment with CtrCluster."""
-    log_dir = tempfile.mkdtemp(prefix="compare_tf_ctr-")
-    out = os.path.join(log_dir, "result.json")
-    cluster = CtrCluster(num_ps, num_workers, log_dir, threads)
-    t_start = time.time()
-    ok = False
-    try:
-        cluster.start_servers()
-        chief = cluster.spawn("chief", "chief", 0, chief_args + ["--out", out])
-        deadline = time.time() + timeout_s
-        while chief.poll() is None:
-            cluster.check_alive()
-            if time.time() > deadline:
-                raise RuntimeError("chief timed out after %d s; logs in %s" % (timeout_s, log_dir))
-            time.sleep(0.2)
-        if chief.returncode != 0 or not os.path.exists(out):
-            with open(os.path.join(log_dir, "chief.log")) as f:
-                tail = f.read()[-4000:]
-            raise RuntimeError("chief exited with %s; logs in %s; chief log tail:\n%s" % (
-                chief.returncode, log_dir, tail))
-        with open(out) as f:
-            result = json.load(f)
-        ok = True
-    finally:
-        pids = cluster.stop()
-        leftover = [pid for pid in pids if _pid_alive(pid)]
-        if leftover:
-            print("tf_ps_ctr: WARNING: children still alive: %s" % leftover, file=sys.stderr)
-        if ok and not keep_logs:
-            for name in os.listdir(log_dir):
-                os.unlink(os.path.join(log_dir, name))
-            os.rmdir(log_dir)
-        elif keep_logs:
-            print("tf_ps_ctr: logs in %s" % log_dir, file=sys.stderr)
-    result["process_wall_seconds"] = time.time() - t_start
-    result["child_pids"] = pids
-    return result
+    return tf_ps_mlp.run_experiment(num_ps, num_workers, chief_args, timeout_s, threads,
+                                    keep_logs, cluster_cls=CtrCluster, name="tf_ps_ctr")
 
 
 def main_train(a):
@@ -490,30 +455,9 @@ def chief_train(a, tf):
                                                  beta1=beta1, beta2=beta2, epsilon=eps, grad=g)
 
     steps_per_epoch = -(-n_train // batch)
-    spc = a.steps_per_closure
-    plan = [spc] * (steps_per_epoch // spc)
-    if steps_per_epoch % spc:
-        plan.append(steps_per_epoch % spc)
-    step_tensors = {k: tf.constant(k, tf.int32) for k in set(plan) | {0}}
-
-    # Not timed: per-worker datasets and iterators, tracing (2 zero-step
-    # closures per worker, as tf_ps_mlp.py).
-    t0 = time.perf_counter()
-    per_worker_iter = iter(coordinator.create_per_worker_dataset(dataset_fn))
-    for _ in range(2 * a.workers_hint):
-        coordinator.schedule(train_closure, args=(per_worker_iter, step_tensors[0]))
-    coordinator.join()
-    warmup_s = time.perf_counter() - t0
-
-    epoch_seconds = []
-    t_train = time.perf_counter()
-    for _ in range(a.epochs):
-        te = time.perf_counter()
-        for k in plan:
-            coordinator.schedule(train_closure, args=(per_worker_iter, step_tensors[k]))
-        coordinator.join()
-        epoch_seconds.append(time.perf_counter() - te)
-    train_s = time.perf_counter() - t_train
+    warmup_s, epoch_seconds, train_s, plan = tf_ps_mlp.run_epochs(
+        tf, coordinator, dataset_fn, train_closure, steps_per_epoch, a.steps_per_closure,
+        a.epochs, a.workers_hint)
     steps = int(iterations.numpy())
     examples = steps * batch
 
@@ -542,7 +486,7 @@ def chief_train(a, tf):
     eval_s = time.perf_counter() - t0
     return {
         "tf_version": tf.__version__, "numpy_version": np.__version__,
-        "epochs": a.epochs, "per_replica_batch": batch, "steps_per_closure": spc,
+        "epochs": a.epochs, "per_replica_batch": batch, "steps_per_closure": a.steps_per_closure,
         "closures_per_epoch": len(plan), "steps_per_epoch": steps_per_epoch,
         "train_rows": n_train, "holdout_rows": len(holdout["label"]),
         "steps": steps, "examples": examples,
@@ -561,21 +505,7 @@ def chief_train(a, tf):
 
 
 def child_chief(a):
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    import tensorflow as tf
-    tf.config.threading.set_intra_op_parallelism_threads(a.intra)
-    tf.config.threading.set_inter_op_parallelism_threads(a.inter)
-    a.workers_hint = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
-    result = chief_train(a, tf)
-    tmp = a.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f)
-    os.rename(tmp, a.out)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # As tf_ps_mlp.py: skip interpreter teardown (a coordinator with remote
-    # eager contexts can block on exit); the orchestrator stops the servers.
-    os._exit(0)
+    tf_ps_mlp.run_chief(a, chief_train)
 
 
 def main():

@@ -143,10 +143,16 @@ class Cluster:
         return [p.pid for _, p in self.procs]
 
 
-def run_experiment(num_ps, num_workers, chief_args, timeout_s, threads, keep_logs=False):
-    log_dir = tempfile.mkdtemp(prefix="compare_tf-")
+def run_experiment(num_ps, num_workers, chief_args, timeout_s, threads, keep_logs=False,
+                   cluster_cls=None, name="compare_tf"):
+    """Runs the cluster's servers and its chief; returns the chief's result.
+
+    cluster_cls: the Cluster class whose children run (default Cluster: this
+    script's); name: the log directory's prefix and the name in warnings.
+    """
+    log_dir = tempfile.mkdtemp(prefix=name + "-")
     out = os.path.join(log_dir, "result.json")
-    cluster = Cluster(num_ps, num_workers, log_dir, threads)
+    cluster = (cluster_cls or Cluster)(num_ps, num_workers, log_dir, threads)
     t_start = time.time()
     ok = False
     try:
@@ -170,11 +176,13 @@ def run_experiment(num_ps, num_workers, chief_args, timeout_s, threads, keep_log
         pids = cluster.stop()
         leftover = [pid for pid in pids if _pid_alive(pid)]
         if leftover:
-            print("compare_tf: WARNING: children still alive: %s" % leftover, file=sys.stderr)
+            print("%s: WARNING: children still alive: %s" % (name, leftover), file=sys.stderr)
         if ok and not keep_logs:
-            for name in os.listdir(log_dir):
-                os.unlink(os.path.join(log_dir, name))
+            for entry in os.listdir(log_dir):
+                os.unlink(os.path.join(log_dir, entry))
             os.rmdir(log_dir)
+        elif keep_logs:
+            print("%s: logs in %s" % (name, log_dir), file=sys.stderr)
     result["process_wall_seconds"] = time.time() - t_start
     result["child_pids"] = pids
     return result
@@ -277,6 +285,38 @@ def _make_strategy(tf):
     return strategy, coordinator
 
 
+def run_epochs(tf, coordinator, dataset_fn, train_closure, steps_per_epoch, spc, epochs,
+               workers):
+    """Warm-up (not timed), then `epochs` timed epochs of closures of `spc` steps.
+
+    Not timed: per-worker datasets and iterators, tracing. A zero-step closure
+    traces train_closure(iterator, steps) and builds the iterator on the worker
+    that runs it; 2 per worker so that (with one closure in flight per worker)
+    every worker very likely builds its iterator here. Each epoch schedules
+    ceil(steps_per_epoch / spc) closures and joins. Returns (warm-up seconds,
+    each epoch's seconds, training seconds, the epoch's closure plan).
+    """
+    plan = [spc] * (steps_per_epoch // spc)
+    if steps_per_epoch % spc:
+        plan.append(steps_per_epoch % spc)
+    step_tensors = {n: tf.constant(n, tf.int32) for n in set(plan) | {0}}
+    t0 = time.perf_counter()
+    per_worker_iter = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    for _ in range(2 * workers):
+        coordinator.schedule(train_closure, args=(per_worker_iter, step_tensors[0]))
+    coordinator.join()
+    warmup_s = time.perf_counter() - t0
+    epoch_seconds = []
+    t_train = time.perf_counter()
+    for _ in range(epochs):
+        te = time.perf_counter()
+        for n in plan:
+            coordinator.schedule(train_closure, args=(per_worker_iter, step_tensors[n]))
+        coordinator.join()
+        epoch_seconds.append(time.perf_counter() - te)
+    return warmup_s, epoch_seconds, time.perf_counter() - t_train, plan
+
+
 def chief_train(a, tf):
     import numpy as np
     tf.random.set_seed(a.seed)
@@ -341,33 +381,9 @@ def chief_train(a, tf):
                                              beta1=beta1, beta2=beta2, epsilon=eps, grad=g)
 
     steps_per_epoch = -(-len(train_x) // batch)  # 938: every example once (+ 32 extra)
-    spc = a.steps_per_closure
-    plan = [spc] * (steps_per_epoch // spc)
-    if steps_per_epoch % spc:
-        plan.append(steps_per_epoch % spc)
-    step_tensors = {n: tf.constant(n, tf.int32) for n in set(plan) | {0}}
-
-    # Not timed: per-worker datasets and iterators, tracing. A zero-step
-    # closure traces train_closure and builds the iterator on the worker that
-    # runs it; 2 per worker so that (with one closure in flight per worker)
-    # every worker very likely builds its iterator here.
-    t0 = time.perf_counter()
-    per_worker_ds = coordinator.create_per_worker_dataset(dataset_fn)
-    per_worker_iter = iter(per_worker_ds)
-    for _ in range(2 * a.workers_hint):
-        coordinator.schedule(train_closure, args=(per_worker_iter, step_tensors[0]))
-    coordinator.join()
-    warmup_s = time.perf_counter() - t0
-
-    epoch_seconds = []
-    t_train = time.perf_counter()
-    for _ in range(a.epochs):
-        te = time.perf_counter()
-        for n in plan:
-            coordinator.schedule(train_closure, args=(per_worker_iter, step_tensors[n]))
-        coordinator.join()
-        epoch_seconds.append(time.perf_counter() - te)
-    train_s = time.perf_counter() - t_train
+    warmup_s, epoch_seconds, train_s, plan = run_epochs(
+        tf, coordinator, dataset_fn, train_closure, steps_per_epoch, a.steps_per_closure,
+        a.epochs, a.workers_hint)
     steps = int(iterations.numpy())
     examples = steps * batch
 
@@ -381,7 +397,7 @@ def chief_train(a, tf):
     eval_acc = float((logits.argmax(axis=1) == test_y).mean())
     return {
         "tf_version": tf.__version__,
-        "epochs": a.epochs, "per_replica_batch": batch, "steps_per_closure": spc,
+        "epochs": a.epochs, "per_replica_batch": batch, "steps_per_closure": a.steps_per_closure,
         "closures_per_epoch": len(plan), "steps_per_epoch": steps_per_epoch,
         "steps": steps, "examples": examples,
         "train_seconds": train_s, "examples_per_sec": examples / train_s,
@@ -415,22 +431,31 @@ def chief_dispatch(a, tf):
             "closures_per_sec": n / secs}
 
 
-def child_chief(a):
+def write_result(path, result):
+    """Writes a chief's result JSON atomically (the orchestrator polls for it)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.rename(tmp, path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def run_chief(a, compute):
+    """A chief child: TF's thread settings, `compute(a, tf)`, its result to a.out."""
     _exit_on_sigterm()
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(a.intra)
     tf.config.threading.set_inter_op_parallelism_threads(a.inter)
     a.workers_hint = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
-    result = chief_train(a, tf) if a.mode == "train" else chief_dispatch(a, tf)
-    tmp = a.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f)
-    os.rename(tmp, a.out)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    write_result(a.out, compute(a, tf))
     # Skip interpreter teardown: stopping a coordinator with remote eager
     # contexts can block; the orchestrator stops the servers anyway.
     os._exit(0)
+
+
+def child_chief(a):
+    run_chief(a, lambda a, tf: chief_train(a, tf) if a.mode == "train" else chief_dispatch(a, tf))
 
 
 def main():
