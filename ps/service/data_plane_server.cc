@@ -119,7 +119,7 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
   while (status.ok()) {
     FrameHead head;
     bool closed = false;
-    status = ReadFrameHead(fd, options_.max_message_bytes, absl::InfiniteFuture(),
+    status = ReadFrameHead(fd, options_.max_message_bytes, absl::Now() + options_.idle_timeout,
                            options_.frame_timeout, &head, &closed);
     if (!status.ok()) {
       // The peer's end (or Shutdown) is the normal way out; a bad frame is

@@ -51,6 +51,10 @@ class DataPlaneServer {
     int64_t max_message_bytes = int64_t{256} << 20;
     // Connections beyond this are closed at once (each has a thread).
     int max_connections = 512;
+    // A connection that sends nothing for this long is closed (a client's
+    // pooled connection notices and dials again), so idle strangers do not
+    // hold connections and threads for ever.
+    absl::Duration idle_timeout = absl::Minutes(10);
     // A frame, once its first byte has arrived, must be read whole within
     // this; an answer must be taken by the client within it.
     absl::Duration frame_timeout = absl::Seconds(60);

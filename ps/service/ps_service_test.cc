@@ -607,6 +607,29 @@ TEST_P(DataPlaneTest, ARestartedDataPlaneIsFoundAgain) {
   service_->set_data_plane(nullptr);
 }
 
+TEST_P(DataPlaneTest, IdleConnectionsAreClosedAndTheClientDialsAgain) {
+  DataPlaneServer::Options options;
+  options.idle_timeout = absl::Milliseconds(200);
+  auto quick = DataPlaneServer::Start(options, &store_, service_->handler());
+  ASSERT_TRUE(quick.ok()) << quick.status();
+  service_->set_data_plane(quick->get());
+  ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
+  // A stranger's connection that never sends is closed after the timeout.
+  absl::StatusOr<UniqueFd> idle =
+      DialTcp("127.0.0.1", (*quick)->port(), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  FrameHead head;
+  bool closed = false;
+  absl::Status s = ReadFrameHead(idle->get(), 1 << 20, absl::Now() + absl::Seconds(10),
+                                 absl::Seconds(10), &head, &closed);
+  EXPECT_TRUE(closed) << s;
+  // The client's pooled connection was closed the same way: the next call
+  // notices before sending and dials again.
+  ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
+  EXPECT_EQ((*quick)->calls(), 2);
+  service_->set_data_plane(nullptr);
+}
+
 TEST_P(DataPlaneTest, AnUnreachableOrAbsentDataPlaneFallsBackToGrpc) {
   // A port nobody listens on (a firewall would look the same): the client
   // warns and uses gRPC.
