@@ -47,6 +47,7 @@
 #include "protos/ps.pb.h"
 #include "ps/service/grpc_ps_client.h"
 #include "rpc/rpc_util.h"
+#include "rpc/transport.h"
 
 ABSL_FLAG(std::string, ps_server_bin, ".bazel/bin/ps/ps_server", "The ps_server binary.");
 ABSL_FLAG(int64_t, dense_mib, 256, "Size of the dense variable in MiB (0 skips the case).");
@@ -73,8 +74,11 @@ class PsServerProcess {
     char dir_template[] = "/tmp/memory_bench.XXXXXX";
     if (mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
     auto p = std::unique_ptr<PsServerProcess>(new PsServerProcess(dir_template));
+    // A --dense_mib variable is one message: room for it plus the framing
+    // (the default 256 MiB limit is exactly 256 MiB).
     std::vector<std::string> args = {bin, "--address=127.0.0.1:0",
-                                     absl::StrCat("--port_file=", p->port_file())};
+                                     absl::StrCat("--port_file=", p->port_file()),
+                                     absl::StrCat("--max_message_bytes=", MaxMessageBytes())};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -224,6 +228,16 @@ int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string bin = absl::GetFlag(FLAGS_ps_server_bin);
   const int64_t dense_mib = absl::GetFlag(FLAGS_dense_mib);
+  // This process and its ps_server children take messages of the dense
+  // variable's size plus 1 MiB for the rest of a request.
+  TransportOptions transport;
+  transport.max_message_bytes =
+      std::clamp((dense_mib + 1) << 20, std::max(kDefaultMaxMessageBytes, kMinMaxMessageBytes),
+                 kMaxMaxMessageBytes);
+  if (absl::Status s = ConfigureTransport(transport); !s.ok()) {
+    std::cerr << "memory_bench: " << s.message() << "\n";
+    return kExitBadFlags;
+  }
   const int64_t rows = absl::GetFlag(FLAGS_table_rows);
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   std::vector<int64_t> dims;
