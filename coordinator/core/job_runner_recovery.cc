@@ -601,6 +601,11 @@ absl::Status JobRunner::RecoverFromPsFailure() {
     status_.set_ps_recoveries(status_.ps_recoveries() + 1);
     status_.set_lost_steps(status_.lost_steps() + lost);
     status_.set_last_recovery_seconds(seconds);
+    // A checkpoint that failed because a PS was down waits out a backoff;
+    // the PS is healed now, so the next one is due by steps again: the
+    // recovery (and the steps after it) should reach a checkpoint soon, not
+    // only after a backoff that a fast job outruns.
+    next_checkpoint_attempt_ = absl::InfinitePast();
     ++version_;
   }
   if (options_.metrics != nullptr) {
