@@ -211,28 +211,39 @@ absl::Status SetNoDelay(int fd) {
   return absl::OkStatus();
 }
 
+std::string EncodeFrameHead(uint16_t kind, int32_t code, uint32_t meta_bytes,
+                            absl::Span<const uint64_t> payload_sizes, uint64_t payload_bytes) {
+  WireHeader header{};
+  header.magic = kFrameMagic;
+  header.version = kFrameVersion;
+  header.kind = kind;
+  header.code = code;
+  header.meta_bytes = meta_bytes;
+  header.payload_count = static_cast<uint32_t>(payload_sizes.size());
+  header.payload_bytes = payload_bytes;
+  std::string head(sizeof(header) + 8 * payload_sizes.size(), '\0');
+  std::memcpy(head.data(), &header, sizeof(header));
+  if (!payload_sizes.empty()) {
+    std::memcpy(head.data() + sizeof(header), payload_sizes.data(), 8 * payload_sizes.size());
+  }
+  return head;
+}
+
 absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view meta,
                         absl::Span<const absl::string_view> payloads, absl::Time deadline) {
   if (payloads.size() > kMaxFramePayloads || meta.size() > std::numeric_limits<uint32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("frame too large to send: ", payloads.size(),
                                                    " payloads, ", meta.size(), " bytes of meta"));
   }
-  WireHeader header{};
-  header.magic = kFrameMagic;
-  header.version = kFrameVersion;
-  header.kind = kind;
-  header.code = code;
-  header.meta_bytes = static_cast<uint32_t>(meta.size());
-  header.payload_count = static_cast<uint32_t>(payloads.size());
-  std::string head(sizeof(header) + 8 * payloads.size(), '\0');
-  char* out = head.data() + sizeof(header);
+  std::vector<uint64_t> sizes;
+  sizes.reserve(payloads.size());
+  uint64_t payload_bytes = 0;
   for (absl::string_view p : payloads) {
-    const uint64_t size = p.size();
-    std::memcpy(out, &size, 8);
-    out += 8;
-    header.payload_bytes += size;
+    sizes.push_back(p.size());
+    payload_bytes += p.size();
   }
-  std::memcpy(head.data(), &header, sizeof(header));
+  std::string head =
+      EncodeFrameHead(kind, code, static_cast<uint32_t>(meta.size()), sizes, payload_bytes);
 
   std::vector<iovec> pieces;
   pieces.reserve(2 + payloads.size());

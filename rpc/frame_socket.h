@@ -86,6 +86,13 @@ struct FrameHead {
   absl::Time deadline;
 };
 
+// A frame's fixed header and payload sizes, the bytes WriteFrame sends before
+// the meta. `payload_bytes` is the total the header announces (WriteFrame
+// gives the sum of `payload_sizes`; a test may give another to make a bad
+// frame).
+std::string EncodeFrameHead(uint16_t kind, int32_t code, uint32_t meta_bytes,
+                            absl::Span<const uint64_t> payload_sizes, uint64_t payload_bytes);
+
 // Writes one frame. UNAVAILABLE when the peer is gone; DEADLINE_EXCEEDED when
 // the peer did not take the bytes in time (the connection is then unusable).
 absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view meta,

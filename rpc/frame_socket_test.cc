@@ -110,18 +110,9 @@ TEST(FrameSocketTest, GarbageIsNotAFrame) {
 TEST(FrameSocketTest, SizesThatDoNotAddUpAreRefused) {
   Pair p = Connect();
   // A well-formed header whose total disagrees with its sizes.
-  struct {
-    uint32_t magic = kFrameMagic;
-    uint16_t version = kFrameVersion;
-    uint16_t kind = 1;
-    int32_t code = 0;
-    uint32_t meta_bytes = 0;
-    uint32_t payload_count = 2;
-    uint32_t reserved = 0;
-    uint64_t payload_bytes = 10;
-    uint64_t sizes[2] = {8, 8};
-  } frame;
-  ASSERT_EQ(send(p.client.get(), &frame, sizeof(frame), 0), static_cast<ssize_t>(sizeof(frame)));
+  const std::string frame = EncodeFrameHead(1, 0, 0, {8, 8}, 10);
+  ASSERT_EQ(send(p.client.get(), frame.data(), frame.size(), 0),
+            static_cast<ssize_t>(frame.size()));
   FrameHead head;
   bool closed = false;
   const absl::Status s =

@@ -544,20 +544,10 @@ TEST_P(DataPlaneTest, StrangersBytesAreAnsweredWithTheProblemAndTheServerKeepsSe
     // A frame announcing 1 GiB: refused before anything is allocated for it.
     absl::StatusOr<UniqueFd> fd = DialTcp("127.0.0.1", data_plane_->port(), deadline);
     ASSERT_TRUE(fd.ok()) << fd.status();
-    const std::string payload(1024, 'x');
-    struct {
-      uint32_t magic = kFrameMagic;
-      uint16_t version = kFrameVersion;
-      uint16_t kind = kDataPlanePush;
-      int32_t code = 0;
-      uint32_t meta_bytes = 0;
-      uint32_t payload_count = 1;
-      uint32_t reserved = 0;
-      uint64_t payload_bytes = uint64_t{1} << 30;
-      uint64_t size = uint64_t{1} << 30;
-    } frame;
-    ASSERT_EQ(send(fd->get(), &frame, sizeof(frame), MSG_NOSIGNAL),
-              static_cast<ssize_t>(sizeof(frame)));
+    const std::string frame =
+        EncodeFrameHead(kDataPlanePush, 0, 0, {uint64_t{1} << 30}, uint64_t{1} << 30);
+    ASSERT_EQ(send(fd->get(), frame.data(), frame.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(frame.size()));
     auto [code, message] = Answer(fd->get());
     EXPECT_EQ(code, static_cast<int32_t>(absl::StatusCode::kResourceExhausted));
     EXPECT_THAT(message, HasSubstr("larger than the limit"));
