@@ -126,9 +126,11 @@ absl::StatusOr<std::unique_ptr<UniqueFd>> DataPlaneClient::Acquire() {
   {
     absl::MutexLock lock(&mu_);
     while (!idle_.empty()) {
-      std::unique_ptr<UniqueFd> connection = std::move(idle_.back());
+      Idle idle = std::move(idle_.back());
       idle_.pop_back();
-      if (!LooksClosed(connection->get())) return connection;
+      // Idle too long: the PS may be about to close it (its idle timeout).
+      if (absl::Now() - idle.since > options_.max_idle) continue;
+      if (!LooksClosed(idle.connection->get())) return std::move(idle.connection);
       // The PS went away since the last call: its port may have changed too.
       idle_.clear();
       port_ = 0;
@@ -163,7 +165,7 @@ absl::StatusOr<std::unique_ptr<UniqueFd>> DataPlaneClient::Acquire() {
 
 void DataPlaneClient::Release(std::unique_ptr<UniqueFd> connection) {
   absl::MutexLock lock(&mu_);
-  idle_.push_back(std::move(connection));
+  idle_.push_back({std::move(connection), absl::Now()});
 }
 
 void DataPlaneClient::Forget() {

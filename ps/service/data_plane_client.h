@@ -46,6 +46,10 @@ class DataPlaneClient {
     bool wait_for_ready = false;
     // How long to stay on gRPC after the data plane could not be used.
     absl::Duration retry_after = absl::Minutes(1);
+    // A pooled connection unused for this long is closed, not reused: well
+    // under the PS's idle timeout (DataPlaneServer::Options::idle_timeout,
+    // 10 min), so a call never races the PS closing the connection under it.
+    absl::Duration max_idle = absl::Minutes(5);
   };
 
   // `stub` (the gRPC client's) must outlive this.
@@ -82,7 +86,12 @@ class DataPlaneClient {
   absl::Mutex mu_;
   int port_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not known
   absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::vector<std::unique_ptr<UniqueFd>> idle_ ABSL_GUARDED_BY(mu_);
+  // Connections back from a clean call, and since when they are unused.
+  struct Idle {
+    std::unique_ptr<UniqueFd> connection;
+    absl::Time since;
+  };
+  std::vector<Idle> idle_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pscluster

@@ -51,9 +51,9 @@ class DataPlaneServer {
     int64_t max_message_bytes = int64_t{256} << 20;
     // Connections beyond this are closed at once (each has a thread).
     int max_connections = 512;
-    // A connection that sends nothing for this long is closed (a client's
-    // pooled connection notices and dials again), so idle strangers do not
-    // hold connections and threads for ever.
+    // A connection that sends nothing for this long is closed, so idle
+    // strangers do not hold connections and threads for ever. Clients drop
+    // pooled connections well before (DataPlaneClient::Options::max_idle).
     absl::Duration idle_timeout = absl::Minutes(10);
     // A frame, once its first byte has arrived, must be read whole within
     // this; an answer must be taken by the client within it.
@@ -70,6 +70,11 @@ class DataPlaneServer {
   ~DataPlaneServer();
 
   int port() const { return port_; }
+  // Connections open now.
+  int connections() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(connections_.size());
+  }
   // Push and Pull requests answered so far (errors included).
   int64_t calls() const { return calls_.load(); }
 

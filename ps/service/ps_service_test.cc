@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "ps/core/job_stores.h"
 #include "ps/core/memory_budget.h"
+#include "ps/service/data_plane_client.h"
 #include "ps/service/data_plane_server.h"
 #include "ps/service/data_plane_wire.h"
 #include "ps/service/grpc_ps_client.h"
@@ -613,11 +614,45 @@ TEST_P(DataPlaneTest, IdleConnectionsAreClosedAndTheClientDialsAgain) {
   absl::Status s = ReadFrameHead(idle->get(), 1 << 20, absl::Now() + absl::Seconds(10),
                                  absl::Seconds(10), &head, &closed);
   EXPECT_TRUE(closed) << s;
-  // The client's pooled connection was closed the same way: the next call
-  // notices before sending and dials again.
+  // The client's pooled connection is closed the same way (waited for:
+  // the two timeouts fire on threads of their own); the next call notices
+  // before sending and dials again.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while ((*quick)->connections() > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ((*quick)->connections(), 0);
   ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
   EXPECT_EQ((*quick)->calls(), 2);
   service_->set_data_plane(nullptr);
+}
+
+TEST_P(DataPlaneTest, TheClientDropsConnectionsIdleLongerThanItsMaxIdle) {
+  DataPlaneClient::Options options;
+  options.target = target_;
+  options.max_idle = absl::Milliseconds(50);
+  auto stub = ParameterServer::NewStub(MakeChannel(target_));
+  DataPlaneClient client(options, stub.get());
+  PullRequest pull;
+  pull.add_names("w");
+  PullResponse pulled;
+  for (int call = 0; call < 2; ++call) {
+    absl::StatusOr<std::unique_ptr<UniqueFd>> connection = client.Acquire();
+    ASSERT_TRUE(connection.ok() && *connection != nullptr) << connection.status();
+    ASSERT_TRUE(client.Pull(std::move(*connection), pull, &pulled).ok());
+    EXPECT_EQ(data_plane_->connections(), 1);  // reused at once
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  absl::StatusOr<std::unique_ptr<UniqueFd>> connection = client.Acquire();
+  ASSERT_TRUE(connection.ok() && *connection != nullptr) << connection.status();
+  ASSERT_TRUE(client.Pull(std::move(*connection), pull, &pulled).ok());
+  // The stale one was closed and a new one dialled.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (data_plane_->connections() > 1 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(data_plane_->connections(), 1);
+  EXPECT_EQ(data_plane_->calls(), 3);
 }
 
 TEST_P(DataPlaneTest, AnUnreachableOrAbsentDataPlaneFallsBackToGrpc) {
