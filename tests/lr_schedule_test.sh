@@ -96,9 +96,12 @@ assert r["learning_rate"] == ("0.05, cosine decay over 336 steps to 0.0005, "
                               "after 40 warmup steps from 0"), r["learning_rate"]
 assert r["steps"] == 2 * 188, r["steps"]
 assert r["ps_applied_steps"] == [r["steps"]] * 2, r["ps_applied_steps"]
-# Async 2x2 runs of this short job land at 0.75-0.83 (one CI run: 0.747);
-# untrained is ~0.10 and a schedule frozen after step 0 ~0.15.
-assert r["eval_accuracy"] >= 0.65, r["eval_accuracy"]
+# Async 2x2 runs of this short job (momentum 0.9, two workers' updates
+# interleaved) land at 0.72-0.80 on an idle machine (2026-12-01: 6 runs on
+# the PS data plane, 6 on gRPC) and went down to 0.63 once with the whole
+# suite running beside it; untrained is ~0.10 and a schedule frozen after
+# step 0 ~0.15, so 0.5 still tells a trained model from those.
+assert r["eval_accuracy"] >= 0.5, r["eval_accuracy"]
 PY
 }
 
