@@ -13,6 +13,9 @@
 #include "ps/core/variable_store.h"
 
 namespace pscluster {
+
+// The job namespace the benchmark's variables live in (keyless: no coordinator).
+constexpr char kBenchJob[] = "bench";
 namespace bench {
 
 bool ParseShape(const std::string& text, ClusterShape* shape) {
@@ -122,6 +125,8 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
       spec->mutable_initializer()->set_type("zeros");
       spec->mutable_optimizer()->set_type("sgd");
       spec->mutable_optimizer()->set_learning_rate(0.01f);
+      shard.push.set_job(kBenchJob);
+      shard.pull.set_job(kBenchJob);
       NamedTensor* gradient = shard.push.add_gradients();
       gradient->set_name(name);
       EncodeTensor(Shape{shard_bytes / 4},
@@ -139,6 +144,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
           stripe_spec->set_name(stripe_name);
           stripe_spec->set_shape(0, stripe_elements);
           PushRequest& req = shard.stripes.emplace_back();
+          req.set_job(kBenchJob);
           NamedTensor* g = req.add_gradients();
           g->set_name(stripe_name);
           EncodeTensor(Shape{stripe_elements},
@@ -151,6 +157,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
     }
   }
   for (int p = 0; p < num_ps; ++p) {
+    creates[p].set_job(kBenchJob);
     CreateVariablesResponse created;
     if (absl::Status s = c->connection(0, p).ps_client->CreateVariables(creates[p], &created);
         !s.ok()) {

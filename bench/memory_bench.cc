@@ -78,7 +78,9 @@ class PsServerProcess {
     // (the default 256 MiB limit is exactly 256 MiB).
     std::vector<std::string> args = {bin, "--address=127.0.0.1:0",
                                      absl::StrCat("--port_file=", p->port_file()),
-                                     absl::StrCat("--max_message_bytes=", MaxMessageBytes())};
+                                     absl::StrCat("--max_message_bytes=", MaxMessageBytes()),
+                                     // No coordinator: the bench's own keyless job.
+                                     "--allow_keyless_jobs"};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -179,7 +181,9 @@ struct Case {
 // Sums parameter and slot bytes over the server's variables.
 absl::Status AddStats(GrpcPsClient& client, Case* c) {
   StatsResponse stats;
-  if (absl::Status s = client.Stats(StatsRequest(), &stats); !s.ok()) return s;
+  StatsRequest request;
+  request.set_job("bench");
+  if (absl::Status s = client.Stats(request, &stats); !s.ok()) return s;
   for (const VariableStats& v : stats.variables()) {
     c->parameter_bytes += v.parameter_bytes();
     c->slot_bytes += v.slot_bytes();
@@ -261,6 +265,7 @@ int Main(int argc, char** argv) {
     auto c = RunCase(bin, absl::StrCat("dense ", dense_mib, " MiB"),
                      [&](GrpcPsClient& client, const auto& sample) -> absl::Status {
                        CreateVariablesRequest create;
+                       create.set_job("bench");
                        VariableSpecProto* spec = create.add_variables();
                        spec->set_name("w");
                        spec->set_dtype(DT_FLOAT32);
@@ -275,6 +280,7 @@ int Main(int argc, char** argv) {
                        }
                        if (absl::Status s = sample("created"); !s.ok()) return s;
                        PushRequest push;
+                       push.set_job("bench");
                        NamedTensor* g = push.add_gradients();
                        g->set_name("w");
                        EncodeTensor(Shape{n}, std::vector<float>(n, 1e-3f), g->mutable_tensor());
@@ -293,6 +299,7 @@ int Main(int argc, char** argv) {
                        }
                        push.Clear();
                        PullRequest pull;
+                       pull.set_job("bench");
                        pull.add_names("w");
                        PullResponse pulled;
                        if (absl::Status s = client.Pull(pull, &pulled); !s.ok()) return s;
@@ -309,6 +316,7 @@ int Main(int argc, char** argv) {
         bin, absl::StrCat("hash table dim ", dim, ", ", rows, " rows"),
         [&](GrpcPsClient& client, const auto& sample) -> absl::Status {
           CreateVariablesRequest create;
+          create.set_job("bench");
           VariableSpecProto* spec = create.add_variables();
           spec->set_name("emb");
           spec->set_dtype(DT_FLOAT32);
@@ -332,12 +340,14 @@ int Main(int argc, char** argv) {
             }
             const std::string encoded = EncodeRowIds(absl::MakeConstSpan(ids));
             PullRequest pull;
+            pull.set_job("bench");
             RowIds* lookup = pull.add_lookups();
             lookup->set_name("emb");
             lookup->set_ids(encoded);
             PullResponse pulled;
             if (absl::Status s = client.Pull(pull, &pulled); !s.ok()) return s;
             PushRequest push;
+            push.set_job("bench");
             SparseGradient* g = push.add_sparse();
             g->set_name("emb");
             g->set_ids(encoded);

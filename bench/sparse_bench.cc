@@ -266,6 +266,8 @@ int Main(int argc, char** argv) {
         b.grads.assign(static_cast<size_t>(n * dim), 1e-3f);
         b.out.resize(b.grads.size());
         const std::string ids = EncodeRowIds(absl::MakeConstSpan(b.ids));
+        b.lookup.set_job("bench");
+        b.update.set_job("bench");
         RowIds* lookup = b.lookup.add_lookups();
         lookup->set_name(emb);
         lookup->set_ids(ids);
@@ -282,6 +284,8 @@ int Main(int argc, char** argv) {
       d->add_shape(n * dim);
       d->mutable_initializer()->set_type("zeros");
       *d->mutable_optimizer() = adagrad;
+      p.dense_pull.set_job("bench");
+      p.dense_push.set_job("bench");
       p.dense_pull.add_names(dense);
       NamedTensor* grad = p.dense_push.add_gradients();
       grad->set_name(dense);
@@ -289,6 +293,7 @@ int Main(int argc, char** argv) {
       points.push_back(std::move(p));
     }
   }
+  create.set_job("bench");
   CreateVariablesResponse created;
   if (absl::Status s = store.CreateVariables(create, &created); !s.ok()) {
     std::cerr << "sparse_bench: CreateVariables: " << s << "\n";

@@ -52,24 +52,48 @@ absl::Status FsyncDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status AlreadyExists(const std::string& path) {
+  return absl::AlreadyExistsError(
+      absl::StrCat("checkpoint file ", path, " exists: a committed file is never replaced"));
+}
+
+// Renames `from` to `to` unless `to` exists (ALREADY_EXISTS then).
+absl::Status RenameNoReplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+    return absl::OkStatus();
+  }
+  if (errno == EEXIST) return AlreadyExists(to);
+  if (errno != EINVAL && errno != ENOSYS) return IoError(errno, "rename " + from, to);
+  // A file system without RENAME_NOREPLACE: link fails if `to` exists.
+  if (::link(from.c_str(), to.c_str()) != 0) {
+    if (errno == EEXIST) return AlreadyExists(to);
+    return IoError(errno, "link " + from, to);
+  }
+  ::unlink(from.c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string ChecksumHex(uint64_t hash) { return absl::StrFormat("%016x", hash); }
 
 absl::StatusOr<std::unique_ptr<CheckpointFileWriter>> CheckpointFileWriter::Create(
-    const std::string& path) {
+    const std::string& path, Existing existing) {
   if (path.empty()) return absl::InvalidArgumentError("checkpoint file: empty path");
+  if (existing == Existing::kRefuse && ::access(path.c_str(), F_OK) == 0) {
+    return AlreadyExists(path);
+  }
   std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
   std::FILE* file = std::fopen(temp.c_str(), "wb");
   if (file == nullptr) return IoError(errno, "create " + temp, path);
   return std::unique_ptr<CheckpointFileWriter>(
-      new CheckpointFileWriter(path, std::move(temp), file));
+      new CheckpointFileWriter(path, std::move(temp), file, existing));
 }
 
 CheckpointFileWriter::CheckpointFileWriter(std::string path, std::string temp_path,
-                                           std::FILE* file)
+                                           std::FILE* file, Existing existing)
     : path_(std::move(path)), temp_path_(std::move(temp_path)), file_(file),
-      hash_(XXH3_createState()) {
+      hash_(XXH3_createState()), existing_(existing) {
   XXH3_64bits_reset(hash_);
 }
 
@@ -112,7 +136,12 @@ absl::StatusOr<CheckpointFile> CheckpointFileWriter::Commit() {
     status_ = IoError(errno, "close " + temp_path_, path_);
     return status_;
   }
-  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (existing_ == Existing::kRefuse) {
+    if (absl::Status s = RenameNoReplace(temp_path_, path_); !s.ok()) {
+      status_ = s;
+      return status_;
+    }
+  } else if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     status_ = IoError(errno, "rename " + temp_path_, path_);
     return status_;
   }

@@ -46,10 +46,15 @@ absl::StatusOr<CheckpointFile> WriteFileAtomically(const std::string& path,
 
 class CheckpointFileWriter {
  public:
+  // Whether Commit may replace a file already at `path`.
+  enum class Existing { kReplace, kRefuse };
+
   // Creates "<path>.tmp.<pid>" (truncating a stale one).
-  // INVALID_ARGUMENT for an empty path; otherwise the errno's code (e.g.
+  // INVALID_ARGUMENT for an empty path; ALREADY_EXISTS naming the file when
+  // `existing` is kRefuse and `path` exists; otherwise the errno's code (e.g.
   // NOT_FOUND for a missing directory, PERMISSION_DENIED) naming the file.
-  static absl::StatusOr<std::unique_ptr<CheckpointFileWriter>> Create(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<CheckpointFileWriter>> Create(
+      const std::string& path, Existing existing = Existing::kReplace);
 
   // Removes the temporary file unless Commit() succeeded.
   ~CheckpointFileWriter();
@@ -63,14 +68,18 @@ class CheckpointFileWriter {
 
   // Flushes and fsyncs the file, renames it to `path`, fsyncs the directory,
   // and returns size, checksum and, as the name, `path` (the PS replaces it by
-  // the checkpoint name). REQUIRES: called at most once.
+  // the checkpoint name). With Existing::kRefuse the rename never replaces a
+  // file (renameat2 RENAME_NOREPLACE, or link where the file system lacks
+  // it): ALREADY_EXISTS if one appeared meanwhile. REQUIRES: called at most
+  // once.
   absl::StatusOr<CheckpointFile> Commit();
 
  private:
   friend absl::StatusOr<CheckpointFile> WriteFileAtomically(const std::string& path,
                                                             absl::string_view contents);
 
-  CheckpointFileWriter(std::string path, std::string temp_path, std::FILE* file);
+  CheckpointFileWriter(std::string path, std::string temp_path, std::FILE* file,
+                       Existing existing);
   absl::Status Write(const void* data, size_t size);
 
   const std::string path_;
@@ -80,6 +89,7 @@ class CheckpointFileWriter {
   uint64_t bytes_ = 0;
   absl::Status status_;
   bool committed_ = false;
+  const Existing existing_;
 };
 
 // OK if `path` holds exactly expected.bytes bytes whose XXH3-64 is

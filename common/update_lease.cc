@@ -60,6 +60,22 @@ bool CheckLease(absl::string_view job_key, absl::string_view job_id, int64_t clo
   return CRYPTO_memcmp(expected.data(), lease.data(), kLeaseBytes) == 0;
 }
 
+std::string DeriveWorkerKey(absl::string_view job_key) {
+  return Hmac(job_key, "pscluster worker key\n");
+}
+
+std::string ControlMac(absl::string_view key, absl::string_view method,
+                       absl::string_view request_bytes) {
+  return Hmac(key, absl::StrCat("pscluster control\n", method, "\n", request_bytes));
+}
+
+bool CheckControlMac(absl::string_view key, absl::string_view method,
+                     absl::string_view request_bytes, absl::string_view mac) {
+  const std::string expected = ControlMac(key, method, request_bytes);
+  return mac.size() == expected.size() &&
+         CRYPTO_memcmp(expected.data(), mac.data(), expected.size()) == 0;
+}
+
 absl::StatusOr<std::string> LoadOrCreateSecret(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (in) {

@@ -42,6 +42,19 @@ std::string MakeLease(absl::string_view job_key, absl::string_view job_id, int64
 bool CheckLease(absl::string_view job_key, absl::string_view job_id, int64_t closure_id,
                 int64_t steps, absl::string_view lease);
 
+// The key a job's workers are held under (SetupJobRequest.worker_key),
+// derived from the job key: a worker learns it, never the job key.
+std::string DeriveWorkerKey(absl::string_view job_key);
+
+// Proof that a control request comes from the job's coordinator: an
+// HMAC-SHA256 under `key` of the RPC's method name and the request's bytes
+// (with its MAC field cleared; common/control_auth.h does that for a proto).
+std::string ControlMac(absl::string_view key, absl::string_view method,
+                       absl::string_view request_bytes);
+// True if `mac` is ControlMac(key, method, request_bytes); constant time.
+bool CheckControlMac(absl::string_view key, absl::string_view method,
+                     absl::string_view request_bytes, absl::string_view mac);
+
 // Reads the coordinator secret at `path`, creating it (kJobKeyBytes random,
 // mode 0600, written atomically) if it does not exist. UNAVAILABLE if it
 // cannot be read or written; INVALID_ARGUMENT if it is not kJobKeyBytes long.

@@ -33,6 +33,7 @@ namespace {
 struct Fixture {
   Fixture() {
     CreateVariablesRequest create;
+    create.set_job("fuzz");  // as fuzz/make_ps_corpus.cc's frames
     VariableSpecProto* spec = create.add_variables();
     spec->set_name("w");
     spec->set_dtype(DT_FLOAT32);
@@ -116,6 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The server still answers a valid pull.
   UniqueFd fd = Dial(f.server->port());
   PullRequest pull;
+  pull.set_job("fuzz");
   pull.add_names("w");
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   FUZZ_CHECK(WriteFrame(fd.get(), kDataPlanePull, 0, pull.SerializeAsString(), {}, deadline).ok(),

@@ -9,6 +9,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -35,9 +36,10 @@
 
 ABSL_FLAG(int64_t, max_memory_bytes, int64_t{8} << 30,
           "Most bytes of parameters plus optimizer slots (hash-table rows included) this PS "
-          "holds over all jobs; CreateVariables, Restore and requests that would create rows "
-          "past it are refused with RESOURCE_EXHAUSTED. 0: unlimited. Default 8 GiB, the "
-          "coordinator's --ps_memory_limit_bytes.");
+          "holds over all jobs, plus the data plane's request buffers; CreateVariables, Restore, "
+          "requests that would create rows and data-plane frames past it are refused with "
+          "RESOURCE_EXHAUSTED. 0: unlimited. Default 8 GiB, the coordinator's "
+          "--ps_memory_limit_bytes.");
 
 ABSL_FLAG(std::string, checkpoint_root, "",
           "Directory under which this PS reads and writes checkpoint files: Save and Restore "
@@ -46,11 +48,29 @@ ABSL_FLAG(std::string, checkpoint_root, "",
           "Restore are refused with FAILED_PRECONDITION. Mount the coordinator's "
           "--checkpoint_root storage here.");
 
+ABSL_FLAG(int64_t, checkpoint_quota_bytes, 0,
+          "Per job: Save is refused (RESOURCE_EXHAUSTED) once the job's checkpoint directory "
+          "holds this many bytes. 0 (default): no quota. Each job's Saves are confined to the "
+          "directory its coordinator named, and never replace a file.");
+
+ABSL_FLAG(bool, allow_keyless_jobs, false,
+          "Take jobs created without a job key (tools and benchmarks that run without a "
+          "coordinator). Off (default): every job must come from a coordinator, whose key "
+          "then guards its control RPCs; on, keyless jobs are still refused once any job "
+          "gave a key.");
+
 ABSL_FLAG(int, data_plane_port, 0,
           "TCP port of this PS's raw data plane: Push and Pull as frames on plain TCP, "
           "without gRPC's framing and copies (ps/service/data_plane_server.h), on the host "
           "of --address. 0 (default): a free port, which workers learn over gRPC; -1: none "
           "(workers use gRPC). Plaintext only: with TLS there is none.");
+
+ABSL_FLAG(int64_t, data_plane_max_pending_bytes, 0,
+          "Most bytes the data plane may have allocated, over all connections, for frames "
+          "still arriving (buffers grow as bytes arrive, never to the size a header claims; "
+          "they count against --max_memory_bytes too). A frame that would pass it is refused "
+          "with RESOURCE_EXHAUSTED and its connection closed. 0 (default): half of "
+          "--max_memory_bytes, at most 1 GiB (1 GiB when that is unlimited).");
 
 namespace pscluster {
 namespace {
@@ -70,7 +90,7 @@ int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs one pscluster parameter-server task.\n"
       "  ps_server --address=HOST:PORT [--port_file=FILE] [--metrics_address=HOST:PORT]\n"
-      "            [--checkpoint_root=DIR]\n"
+      "            [--checkpoint_root=DIR] [--checkpoint_quota_bytes=N] [--allow_keyless_jobs]\n"
       "  ps_server --cluster=cluster.yaml --task_index=I    (or TF_CONFIG, task type ps)");
   absl::StatusOr<ServerOptions> parsed = ParseServerCommandLine(argc, argv);
   if (!parsed.ok()) {
@@ -89,6 +109,21 @@ int Main(int argc, char** argv) {
     std::cerr << "ps_server: --max_memory_bytes must be >= 0 (0: unlimited), got "
               << max_memory_bytes << "\n";
     return kExitBadFlags;
+  }
+  if (absl::GetFlag(FLAGS_checkpoint_quota_bytes) < 0) {
+    std::cerr << "ps_server: --checkpoint_quota_bytes must be >= 0 (0: no quota), got "
+              << absl::GetFlag(FLAGS_checkpoint_quota_bytes) << "\n";
+    return kExitBadFlags;
+  }
+  int64_t max_pending_bytes = absl::GetFlag(FLAGS_data_plane_max_pending_bytes);
+  if (max_pending_bytes < 0) {
+    std::cerr << "ps_server: --data_plane_max_pending_bytes must be >= 0 (0: automatic), got "
+              << max_pending_bytes << "\n";
+    return kExitBadFlags;
+  }
+  if (max_pending_bytes == 0) {
+    max_pending_bytes = int64_t{1} << 30;
+    if (max_memory_bytes > 0) max_pending_bytes = std::min(max_pending_bytes, max_memory_bytes / 2);
   }
   absl::StatusOr<std::optional<ClusterConfig>> cluster =
       ResolveServerCluster(TaskType::kPs, std::getenv("TF_CONFIG"), &options);
@@ -135,6 +170,10 @@ int Main(int argc, char** argv) {
   }
   store_options.memory_budget = std::make_shared<MemoryBudget>(max_memory_bytes);
   JobStores jobs(store_options);
+  if (!absl::GetFlag(FLAGS_allow_keyless_jobs)) jobs.RequireJobKeys();
+  if (const int64_t quota = absl::GetFlag(FLAGS_checkpoint_quota_bytes); quota > 0) {
+    jobs.set_checkpoint_quota_bytes(quota);
+  }
   ParameterServerService service(&jobs, registry);
   options.health_services = {ParameterServer::service_full_name()};
   auto server = StartServer(options, {&service}, registry);
@@ -152,6 +191,8 @@ int Main(int argc, char** argv) {
     DataPlaneServer::Options dp;
     dp.port = data_plane_port;
     dp.max_message_bytes = MaxMessageBytes();
+    dp.max_pending_bytes = max_pending_bytes;
+    dp.memory_budget = store_options.memory_budget;
     int ignored_port = 0;
     (void)SplitHostPort(options.address, &dp.host, &ignored_port);
     absl::StatusOr<std::unique_ptr<DataPlaneServer>> started =

@@ -56,6 +56,48 @@ absl::Status IoError(const char* what, absl::Time deadline) {
   return absl::UnavailableError(absl::StrCat(what, ": ", ErrnoText()));
 }
 
+// A buffer too small for what a peer announced grows by at least this much
+// at a time (and at most to twice what has arrived).
+constexpr size_t kGrowStepBytes = 64 << 10;
+
+// ReadGrowing for a std::string or a std::vector of trivial values; `count`
+// in elements.
+template <typename Buffer>
+absl::Status ReadGrowingInto(int fd, size_t count, Buffer* buffer, absl::Time deadline,
+                             const FrameGrowth& grow) {
+  using T = typename Buffer::value_type;
+  auto bytes = [buffer](size_t from) { return reinterpret_cast<char*>(buffer->data() + from); };
+  if (buffer->capacity() >= count) {  // the steady state: a reused buffer
+    buffer->resize(count);
+    return ReadFull(fd, bytes(0), count * sizeof(T), deadline);
+  }
+  constexpr size_t kStep = kGrowStepBytes / sizeof(T);
+  size_t arrived = 0;
+  size_t target = std::min(count, std::max(buffer->capacity(), kStep));
+  for (;;) {
+    const size_t capacity = buffer->capacity();
+    if (target > capacity) {
+      if (grow) {
+        if (absl::Status s = grow((target - capacity) * sizeof(T)); !s.ok()) return s;
+      }
+      // A fresh buffer of exactly `target` (growing in place may double the
+      // capacity past it), with what has arrived copied over.
+      Buffer bigger;
+      bigger.reserve(target);
+      bigger.assign(buffer->begin(), buffer->begin() + arrived);
+      buffer->swap(bigger);
+    }
+    buffer->resize(target);
+    if (absl::Status s = ReadFull(fd, bytes(arrived), (target - arrived) * sizeof(T), deadline);
+        !s.ok()) {
+      return s;
+    }
+    arrived = target;
+    if (arrived == count) return absl::OkStatus();
+    target = std::min(count, std::max(arrived + kStep, 2 * arrived));
+  }
+}
+
 }  // namespace
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
@@ -298,8 +340,31 @@ absl::Status ReadFull(int fd, char* data, size_t size, absl::Time deadline) {
   return absl::OkStatus();
 }
 
+absl::Status ReadGrowing(int fd, size_t size, std::string* buffer, absl::Time deadline,
+                         const FrameGrowth& grow) {
+  return ReadGrowingInto(fd, size, buffer, deadline, grow);
+}
+
+absl::Status Discard(int fd, uint64_t size, absl::Time deadline) {
+  char scratch[16 << 10];
+  while (size > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(size, sizeof(scratch)));
+    if (absl::Status s = ReadFull(fd, scratch, n, deadline); !s.ok()) return s;
+    size -= n;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_deadline,
                            absl::Duration timeout, FrameHead* head, bool* closed) {
+  FrameLimits limits;
+  limits.max_bytes = max_bytes;
+  return ReadFrameHead(fd, limits, first_byte_deadline, timeout, head, closed);
+}
+
+absl::Status ReadFrameHead(int fd, const FrameLimits& limits, absl::Time first_byte_deadline,
+                           absl::Duration timeout, FrameHead* head, bool* closed) {
+  const int64_t max_bytes = limits.max_bytes;
   *closed = false;
   WireHeader header{};
   char* raw = reinterpret_cast<char*>(&header);
@@ -338,12 +403,16 @@ absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_dead
         absl::StrCat("data-plane frame of ", header.meta_bytes, " + ", header.payload_bytes,
                      " bytes is larger than the limit of ", max_bytes, " bytes"));
   }
+  if (header.meta_bytes > static_cast<uint64_t>(limits.max_meta_bytes)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("data-plane frame with ", header.meta_bytes,
+                     " bytes of meta; this connection takes at most ", limits.max_meta_bytes));
+  }
   head->kind = header.kind;
   head->code = header.code;
   head->payload_bytes = header.payload_bytes;
-  head->payload_sizes.resize(header.payload_count);
-  if (absl::Status s = ReadFull(fd, reinterpret_cast<char*>(head->payload_sizes.data()),
-                                8 * size_t{header.payload_count}, deadline);
+  if (absl::Status s = ReadGrowingInto(fd, size_t{header.payload_count}, &head->payload_sizes,
+                                       deadline, limits.grow);
       !s.ok()) {
     return s;
   }
@@ -359,8 +428,7 @@ absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_dead
                                                    sum, ", its header says ",
                                                    header.payload_bytes));
   }
-  head->meta.resize(header.meta_bytes);
-  return ReadFull(fd, head->meta.data(), head->meta.size(), deadline);
+  return ReadGrowingInto(fd, size_t{header.meta_bytes}, &head->meta, deadline, limits.grow);
 }
 
 }  // namespace pscluster

@@ -16,11 +16,17 @@
 // Sockets are blocking; every read and write is bounded by a deadline
 // (SO_RCVTIMEO / SO_SNDTIMEO set to the time left), and a header announcing
 // more than the limit the reader gives is refused before anything is
-// allocated for it.
+// allocated for it. Within the limit, a size a header announces is never
+// allocated on its word alone: a buffer too small for what is announced grows
+// as bytes arrive (ReadGrowing), and a reader may account for (or refuse)
+// each growth before it is made (FrameGrowth), so a peer that announces much
+// and sends little is given little memory.
 #ifndef PSCLUSTER_RPC_FRAME_SOCKET_H_
 #define PSCLUSTER_RPC_FRAME_SOCKET_H_
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,17 +104,53 @@ std::string EncodeFrameHead(uint16_t kind, int32_t code, uint32_t meta_bytes,
 absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view meta,
                         absl::Span<const absl::string_view> payloads, absl::Time deadline);
 
+// Asked before a reader allocates memory for bytes a peer has announced but
+// not yet sent, with the bytes about to be allocated (an upper bound: the
+// allocator may round up). A non-OK status (e.g. RESOURCE_EXHAUSTED from a
+// memory budget) stops the read, and the read returns it; the connection is
+// then out of step. An empty FrameGrowth: nothing is asked.
+using FrameGrowth = std::function<absl::Status(uint64_t bytes)>;
+
+// What ReadFrameHead accepts of a frame.
+struct FrameLimits {
+  // The largest frame, meta and payloads together: RESOURCE_EXHAUSTED past it.
+  int64_t max_bytes = 0;
+  // The largest meta: RESOURCE_EXHAUSTED past it (a server allows a stranger
+  // only a small one).
+  int64_t max_meta_bytes = std::numeric_limits<int64_t>::max();
+  // Asked before the buffers of the payload sizes and the meta grow.
+  FrameGrowth grow;
+};
+
 // Reads a frame's header, sizes and meta. Waits for the first byte until
 // `first_byte_deadline` (absl::InfiniteFuture(): until the peer sends or
 // closes), then gives the whole frame `timeout` (head->deadline). `*closed` is set when the peer
 // closed the connection before the first byte (a clean end, also an error here). INVALID_ARGUMENT
 // names a bad magic/version, too many payloads, or sizes that do not add up; RESOURCE_EXHAUSTED a
-// frame larger than `max_bytes` (meta and payloads together).
+// frame or meta past `limits`, or what `limits.grow` refused. `head` may be reused from the last
+// frame: the capacity of its sizes and meta is read into (ReadGrowing).
+absl::Status ReadFrameHead(int fd, const FrameLimits& limits, absl::Time first_byte_deadline,
+                           absl::Duration timeout, FrameHead* head, bool* closed);
+// As above, with only a frame limit of `max_bytes`.
 absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_deadline,
                            absl::Duration timeout, FrameHead* head, bool* closed);
 
 // Reads exactly `size` bytes into `data`.
 absl::Status ReadFull(int fd, char* data, size_t size, absl::Time deadline);
+
+// Reads exactly `size` bytes into `*buffer`, whose size becomes `size`. When
+// its capacity already holds them (a buffer reused from the last frame) they
+// are read straight in. Otherwise what it holds is filled first, and it then
+// grows as bytes arrive, to at most twice what has arrived (at least 64 KiB
+// at a time, never past `size`), `grow` asked before each growth: a peer
+// that announces `size` and sends k bytes costs about 2 k, not `size`.
+absl::Status ReadGrowing(int fd, size_t size, std::string* buffer, absl::Time deadline,
+                         const FrameGrowth& grow = {});
+
+// Reads and drops `size` bytes through a small fixed buffer (nothing is
+// allocated for them): the rest of a frame that is refused but whose sender
+// should still see the answer rather than a reset connection.
+absl::Status Discard(int fd, uint64_t size, absl::Time deadline);
 
 }  // namespace pscluster
 

@@ -140,6 +140,113 @@ TEST(FrameSocketTest, ClosedPeerAndTimeouts) {
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
 }
 
+// Sends `bytes` from another thread (they need not fit in the socket's
+// buffers), then ends the stream if `then_end`; joined when destroyed.
+class Sender {
+ public:
+  Sender(int fd, std::string bytes, bool then_end = false)
+      : bytes_(std::move(bytes)), thread_([this, fd, then_end] {
+          size_t done = 0;
+          while (done < bytes_.size()) {
+            const ssize_t n = send(fd, bytes_.data() + done, bytes_.size() - done, MSG_NOSIGNAL);
+            if (n <= 0) return;
+            done += static_cast<size_t>(n);
+          }
+          if (then_end) shutdown(fd, SHUT_WR);
+        }) {}
+  ~Sender() { thread_.join(); }
+
+ private:
+  const std::string bytes_;
+  std::thread thread_;
+};
+
+TEST(FrameSocketTest, ReadGrowingGrowsOnlyAsBytesArrive) {
+  Pair p = Connect();
+  std::string sent(1 << 20, '\0');
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>(i * 7);
+  // 1 MiB, then the end: far short of the 100 MiB announced.
+  Sender sender(p.client.get(), sent, /*then_end=*/true);
+  uint64_t granted = 0;
+  std::string buffer;
+  const absl::Status s =
+      ReadGrowing(p.server.get(), size_t{100} << 20, &buffer, Soon(), [&](uint64_t bytes) {
+        granted += bytes;
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_LE(granted, (2u << 20) + (64u << 10));
+  EXPECT_LE(buffer.capacity(), (2u << 20) + (64u << 10));
+  ASSERT_GE(buffer.size(), sent.size());
+  EXPECT_EQ(buffer.substr(0, sent.size()), sent);
+}
+
+TEST(FrameSocketTest, ReadGrowingReadsWholeFramesExactly) {
+  Pair p = Connect();
+  std::string sent((3 << 20) + 17, '\0');
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>(i * 13);
+  Sender sender(p.client.get(), sent + sent.substr(0, 1000));
+  // Grown from nothing: ends exactly at the size, every byte in place.
+  uint64_t granted = 0;
+  std::string buffer;
+  ASSERT_TRUE(ReadGrowing(p.server.get(), sent.size(), &buffer, Soon(), [&](uint64_t bytes) {
+                granted += bytes;
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(buffer, sent);
+  EXPECT_EQ(buffer.capacity(), sent.size());
+  EXPECT_GE(granted + 15, sent.size());
+  // A buffer that already holds the size is read into as it is.
+  const char* kept = buffer.data();
+  granted = 0;
+  ASSERT_TRUE(ReadGrowing(p.server.get(), 1000, &buffer, Soon(), [&](uint64_t bytes) {
+                granted += bytes;
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(granted, 0u);
+  EXPECT_EQ(buffer.data(), kept);
+  EXPECT_EQ(buffer, sent.substr(0, 1000));
+}
+
+TEST(FrameSocketTest, ARefusedGrowthStopsTheRead) {
+  Pair p = Connect();
+  Sender sender(p.client.get(), std::string(1 << 20, 'z'));
+  int asked = 0;
+  std::string buffer;
+  const absl::Status s =
+      ReadGrowing(p.server.get(), 1 << 20, &buffer, Soon(), [&](uint64_t) {
+        return ++asked == 1 ? absl::OkStatus() : absl::ResourceExhaustedError("no more");
+      });
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_EQ(asked, 2);
+  EXPECT_LE(buffer.capacity(), 64u << 10);
+  p.server.Reset();
+}
+
+TEST(FrameSocketTest, AMetaPastItsLimitIsRefusedBeforeItIsRead) {
+  Pair p = Connect();
+  ASSERT_TRUE(WriteFrame(p.client.get(), 1, 0, std::string(100, 'm'), {}, Soon()).ok());
+  FrameLimits limits;
+  limits.max_bytes = 1 << 20;
+  limits.max_meta_bytes = 16;
+  limits.grow = [](uint64_t) { return absl::InternalError("nothing may be allocated"); };
+  FrameHead head;
+  bool closed = false;
+  const absl::Status s =
+      ReadFrameHead(p.server.get(), limits, Soon(), absl::Seconds(5), &head, &closed);
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_NE(s.message().find("100 bytes of meta"), absl::string_view::npos) << s;
+}
+
+TEST(FrameSocketTest, DiscardDropsBytesAndKeepsTheStreamInStep) {
+  Pair p = Connect();
+  Sender sender(p.client.get(), std::string(100 << 10, 'd') + "xyz");
+  ASSERT_TRUE(Discard(p.server.get(), 100 << 10, Soon()).ok());
+  std::string rest(3, '\0');
+  ASSERT_TRUE(ReadFull(p.server.get(), rest.data(), rest.size(), Soon()).ok());
+  EXPECT_EQ(rest, "xyz");
+}
+
 TEST(FrameSocketTest, DialingAClosedPortIsUnavailable) {
   int port = 0;
   {

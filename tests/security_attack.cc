@@ -202,6 +202,72 @@ grpc::Status Attack(const std::string& attack, const std::string& target) {
     return grpc::Status(last.error_code(),
                         absl::StrCat(count, " pushes, every one: ", last.error_message()));
   }
+  // --- Issue 22: control RPCs into the running job without its
+  // coordinator's proof. Each must be refused and change nothing.
+  if (attack == "ps_prune_all") {  // every later push would be a duplicate
+    PruneKeysRequest prune;
+    prune.set_job(job);
+    prune.set_below_closure_id(int64_t{1} << 62);
+    PruneKeysResponse r;
+    return ps->PruneKeys(Context().get(), prune, &r);
+  }
+  if (attack == "ps_end_job") {  // the job's state gone before a checkpoint
+    EndJobRequest end;
+    end.set_job(job);
+    EndJobResponse r;
+    return ps->EndJob(Context().get(), end, &r);
+  }
+  if (attack == "ps_end_then_create") {
+    // End the namespace, then re-create it without a key, so that the
+    // workers' pushes land in the attacker's variables. The first answer
+    // that is not a refusal is returned.
+    EndJobRequest end;
+    end.set_job(job);
+    EndJobResponse ended;
+    grpc::Status s = ps->EndJob(Context().get(), end, &ended);
+    if (s.ok()) return grpc::Status(grpc::OK, "EndJob was taken");
+    CreateVariablesResponse r;
+    grpc::Status c = ps->CreateVariables(Context().get(), OneVariable(job, 4), &r);
+    if (c.error_code() != s.error_code()) return c;
+    return grpc::Status(c.error_code(), absl::StrCat("EndJob: ", s.error_message(),
+                                                     "; CreateVariables: ", c.error_message()));
+  }
+  if (attack == "ps_stats_job") {  // read the job's variables and counters
+    StatsRequest stats;
+    stats.set_job(job);
+    StatsResponse r;
+    return ps->Stats(Context().get(), stats, &r);
+  }
+  if (attack == "ps_pull_job") {  // read the model without a closure's lease
+    PullRequest pull;
+    pull.set_job(job);
+    pull.add_names(arg.empty() ? "w" : arg);
+    PullResponse r;
+    return ps->Pull(Context().get(), pull, &r);
+  }
+  if (attack == "ps_save_flood") {
+    // Saves of the running job under new names, --count times: each would
+    // write a full copy of the job's variables. Every one must be refused.
+    const int count = absl::GetFlag(FLAGS_count);
+    grpc::Status last;
+    for (int i = 0; i < count; ++i) {
+      SaveRequest save;
+      save.set_job(job);
+      save.set_name(absl::StrCat(arg, "/flood-", i, ".data"));
+      SaveResponse r;
+      last = ps->Save(Context().get(), save, &r);
+      if (CodeName(last.error_code()) != absl::GetFlag(FLAGS_expect)) {
+        return grpc::Status(last.error_code(),
+                            absl::StrCat("save ", i, " of ", count, ": ", last.error_message()));
+      }
+    }
+    return grpc::Status(last.error_code(),
+                        absl::StrCat(count, " saves, every one: ", last.error_message()));
+  }
+  if (attack == "ps_create_empty_job") {  // 1 GiB in the job id "" (for ever)
+    CreateVariablesResponse r;
+    return ps->CreateVariables(Context().get(), OneVariable("", int64_t{1} << 28), &r);
+  }
   if (attack == "ps_create_huge") {  // 2^28 floats (1 GiB) in a namespace of our own
     CreateVariablesResponse r;
     return ps->CreateVariables(Context().get(), OneVariable(job, int64_t{1} << 28), &r);
@@ -242,6 +308,22 @@ grpc::Status Attack(const std::string& attack, const std::string& target) {
   if (attack == "worker_ping") {
     PingResponse r;
     return worker->Ping(Context().get(), PingRequest(), &r);
+  }
+  if (attack == "worker_setup") {  // --arg: a job spec file; switch the worker to it
+    SetupJobRequest setup;
+    setup.set_job_id(job.empty() ? "stranger" : job);
+    setup.set_spec_yaml(ReadFile(arg));
+    SetupJobResponse r;
+    return worker->SetupJob(Context().get(), setup, &r);
+  }
+  if (attack == "worker_closure") {  // a closure of the worker's job, unsigned
+    RunClosureRequest closure;
+    closure.set_job_id(job);
+    closure.set_closure_id(1);
+    closure.set_mode(TRAIN);
+    closure.mutable_split()->set_end(32);
+    RunClosureResponse r;
+    return worker->RunClosure(Context().get(), closure, &r);
   }
   return grpc::Status(grpc::INVALID_ARGUMENT, "unknown --attack " + attack);
 }

@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# Security and hostile input (issue 12), on servers started by hand:
-#   - certificates made with openssl: a cluster CA with one cluster
-#     certificate (IP:127.0.0.1), and a stranger's CA with its own certificate;
-#   - 2 ps_server, 2 worker_server and a coordinator, all with mutual TLS, the
-#     coordinator with bearer tokens for alice and bob, PS and coordinator with
-#     a checkpoint root, the PS with a 256 MiB memory limit;
-#   - alice trains a Fashion-MNIST job through it (psctl with her token and
-#     the cluster certificate), with checkpoints;
+# Security and hostile input (issues 12 and 22), on servers started by hand,
+# in one of two modes (the last argument):
+#   tls    mutual TLS with per-role certificates made with openssl (a cluster
+#          CA; OU=coordinator, OU=ps, OU=worker certificates, IP:127.0.0.1),
+#          and a stranger's CA with its own certificate;
+#   plain  no TLS (as psctl local, compose and Kubernetes ran before issue
+#          22): only the job key's MACs and leases protect the job; the PS
+#          data plane is on, and a flood of huge-header connections is part
+#          of the attack.
+# Then:
+#   - 2 ps_server, 2 worker_server and a coordinator, the coordinator with
+#     bearer tokens for alice and bob, PS and coordinator with a checkpoint
+#     root, the PS with a 256 MiB memory limit;
+#   - alice trains a Fashion-MNIST job through it (psctl with her token),
+#     with checkpoints;
 #   - while it runs, a table of attacks (tests/security_attack.cc), each of
-#     which must get its expected status code;
+#     which must get its expected status code: among them every control RPC
+#     of the PS (PruneKeys past every closure, EndJob, EndJob then a keyless
+#     CreateVariables, Save over a committed checkpoint file, a flood of
+#     Saves, CreateVariables in the job id "", Stats and Pull of the job) and
+#     of the worker (SetupJob of another job, an unsigned closure), and, with
+#     TLS, a worker's certificate on the PS's control RPCs;
 #   - the job still SUCCEEDS, each PS applied exactly its steps (no forged key
-#     was taken, no NaN applied), accuracy is that of a clean run, the files
-#     named by the attacks are untouched and the PS stayed small.
+#     was taken, no NaN applied, no key pruned, no namespace ended), accuracy
+#     is that of a clean run, the files named by the attacks are untouched and
+#     the PS stayed small. The table is written to $TEST_UNDECLARED_OUTPUTS_DIR
+#     (attacks-MODE.txt) when Bazel gives one.
 #
-# usage: security_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR SECURITY_ATTACK
+# usage: security_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR SECURITY_ATTACK tls|plain
 # Every process the test starts is stopped by pid on exit; every loop is bounded.
 set -euo pipefail
 
@@ -23,6 +37,8 @@ PS_SERVER="$(abs "$2")"
 WORKER_SERVER="$(abs "$3")"
 COORDINATOR="$(abs "$4")"
 ATTACK="$(abs "$5")"
+MODE="${6:-tls}"
+[[ "$MODE" == tls || "$MODE" == plain ]] || fail "mode must be tls or plain, got '$MODE'"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
 unset TF_CONFIG PSCTL_COORDINATOR PSCTL_TOKEN_FILE PSCTL_TLS_CERT PSCTL_TLS_KEY PSCTL_TLS_CA
@@ -39,19 +55,30 @@ make_ca() {  # make_ca NAME
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" \
     2>> "$CERTS/openssl.log"
 }
-make_cert() {  # make_cert CA NAME: NAME.pem/.key signed by CA, for 127.0.0.1
+make_cert() {  # make_cert CA NAME [ROLE]: NAME.pem/.key signed by CA, for 127.0.0.1
   printf 'basicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' \
     > "$CERTS/$2.ext"
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$CERTS/$2.key" -out "$CERTS/$2.csr" -subj "/CN=$2" 2>> "$CERTS/openssl.log"
+    -keyout "$CERTS/$2.key" -out "$CERTS/$2.csr" -subj "/CN=$2${3:+/OU=$3}" 2>> "$CERTS/openssl.log"
   openssl x509 -req -in "$CERTS/$2.csr" -CA "$CERTS/$1-ca.pem" -CAkey "$CERTS/$1-ca.key" \
     -CAcreateserial -out "$CERTS/$2.pem" -days 1 -extfile "$CERTS/$2.ext" 2>> "$CERTS/openssl.log"
 }
 make_ca cluster
-make_cert cluster cluster
+make_cert cluster user user  # psctl's (the coordinator's job service takes tokens)
+for role in coordinator ps worker; do make_cert cluster "$role" "$role"; done
 make_ca stranger
 make_cert stranger stranger
-TLS=(--tls_cert "$CERTS/cluster.pem" --tls_key "$CERTS/cluster.key" --tls_ca "$CERTS/cluster-ca.pem")
+tls_of() {  # tls_of NAME: the flags of certificate NAME
+  echo --tls_cert "$CERTS/$1.pem" --tls_key "$CERTS/$1.key" --tls_ca "$CERTS/cluster-ca.pem"
+}
+if [[ "$MODE" == tls ]]; then
+  read -r -a TLS <<< "$(tls_of user)"
+  read -r -a TLS_COORDINATOR <<< "$(tls_of coordinator)"
+  read -r -a TLS_PS <<< "$(tls_of ps)"
+  read -r -a TLS_WORKER <<< "$(tls_of worker)"
+else
+  TLS=() TLS_COORDINATOR=() TLS_PS=() TLS_WORKER=()
+fi
 # A stranger who trusts the cluster's CA (so the server's certificate checks)
 # but holds only a certificate of another CA.
 cat "$CERTS/cluster-ca.pem" "$CERTS/stranger-ca.pem" > "$CERTS/both-ca.pem"
@@ -73,32 +100,40 @@ for s in socks:
 print(*[s.getsockname()[1] for s in socks])')
 ROOT="$TMP/checkpoints"
 mkdir -p "$ROOT"
-start_server ps0 "$PS_SERVER" --address "127.0.0.1:$PS0" "${TLS[@]}" --checkpoint_root "$ROOT" \
+start_server ps0 "$PS_SERVER" --address "127.0.0.1:$PS0" "${TLS_PS[@]}" --checkpoint_root "$ROOT" \
   --max_memory_bytes 268435456
-start_server ps1 "$PS_SERVER" --address "127.0.0.1:$PS1" "${TLS[@]}" --checkpoint_root "$ROOT" \
+start_server ps1 "$PS_SERVER" --address "127.0.0.1:$PS1" "${TLS_PS[@]}" --checkpoint_root "$ROOT" \
   --max_memory_bytes 268435456
-start_server worker0 "$WORKER_SERVER" --address "127.0.0.1:$W0" "${TLS[@]}" --compute_threads 1
-start_server worker1 "$WORKER_SERVER" --address "127.0.0.1:$W1" "${TLS[@]}" --compute_threads 1
-start_server coordinator "$COORDINATOR" --address "127.0.0.1:$CHIEF" "${TLS[@]}" \
+start_server worker0 "$WORKER_SERVER" --address "127.0.0.1:$W0" "${TLS_WORKER[@]}" --compute_threads 1
+start_server worker1 "$WORKER_SERVER" --address "127.0.0.1:$W1" "${TLS_WORKER[@]}" --compute_threads 1
+start_server coordinator "$COORDINATOR" --address "127.0.0.1:$CHIEF" "${TLS_COORDINATOR[@]}" \
   --ps "127.0.0.1:$PS0,127.0.0.1:$PS1" --workers "127.0.0.1:$W0,127.0.0.1:$W1" \
   --auth_tokens_file "$TMP/tokens" --state_dir "$TMP/state" --checkpoint_root "$ROOT"
 wait_listening ps0 ps1 worker0 worker1 coordinator
-# One listening socket per server: no second, unannounced port.
+# One listening socket per server (plaintext PS: also the data plane's): no
+# second, unannounced port.
 for name in ps0 ps1 worker0 worker1 coordinator; do
   pid_var="PID_$name"
+  want=1
+  [[ "$MODE" == plain && "$name" == ps* ]] && want=2
   n="$(ss -Hltnp 2>/dev/null | grep -c "pid=${!pid_var}," || true)"
-  [[ "$n" == 1 ]] || { ss -ltnp >&2; fail "$name listens on $n TCP ports, want 1"; }
+  [[ "$n" == "$want" ]] || { ss -ltnp >&2; fail "$name listens on $n TCP ports, want $want"; }
 done
-echo "ok: each server listens on exactly one port"
+echo "ok: each server listens on exactly its announced ports"
 
-# alice's psctl: the cluster certificate and her token.
+# alice's psctl: her token (and, with TLS, a user certificate).
 export PSCTL_COORDINATOR="127.0.0.1:$CHIEF" PSCTL_TOKEN_FILE="$TMP/alice.token"
-export PSCTL_TLS_CERT="$CERTS/cluster.pem" PSCTL_TLS_KEY="$CERTS/cluster.key"
-export PSCTL_TLS_CA="$CERTS/cluster-ca.pem"
+if [[ "$MODE" == tls ]]; then
+  export PSCTL_TLS_CERT="$CERTS/user.pem" PSCTL_TLS_KEY="$CERTS/user.key"
+  export PSCTL_TLS_CA="$CERTS/cluster-ca.pem"
+fi
 
 field() {  # field FILE KEY: a top-level field of a JSON file
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
 }
+# Long enough to be running through the attack table (plaintext, on the
+# data plane, trains about twice as fast).
+EPOCHS="$([[ "$MODE" == tls ]] && echo 4 || echo 6)"
 cat > "$TMP/job.yaml" <<YAML
 name: secure
 seed: 5
@@ -114,7 +149,7 @@ data:
     images: $DATA/t10k-images-idx3-ubyte.gz
     labels: $DATA/t10k-labels-idx1-ubyte.gz
   per_replica_batch: 32
-train: {epochs: 4, steps_per_closure: 20, closures_per_worker: 1}
+train: {epochs: $EPOCHS, steps_per_closure: 20, closures_per_worker: 1}
 checkpoint: {dir: secure, every_steps: 1000}
 YAML
 sed 's|images: .*train-images.*|images: /etc/shadow|' "$TMP/job.yaml" > "$TMP/shadow.yaml"
@@ -140,23 +175,112 @@ attack() {
   tail -n 1 "$RESULTS"
 }
 P="127.0.0.1:$PS0"
+P1="127.0.0.1:$PS1"
 C="127.0.0.1:$CHIEF"
 W="127.0.0.1:$W0"
-# An insider's RPCs (a cluster certificate) into the running job's namespace,
-# first, while the job surely runs (a job that had ended would answer
-# NOT_FOUND): without the coordinator's key and leases nothing is taken.
+# Issue 22: the job's control RPCs on every PS and worker, by a peer on the
+# cluster's network (with TLS: holding a worker's and a PS's certificate, the
+# most an attacker who broke into one of them has), without the job's key.
+# None may be taken; the job must not notice.
+for insider in worker ps; do
+  if [[ "$MODE" == tls ]]; then
+    read -r -a AS <<< "$(tls_of "$insider")"
+  else
+    AS=()
+    [[ "$insider" == worker ]] || continue  # plaintext: everybody is the same stranger
+  fi
+  for target in "$P" "$P1"; do
+    attack ps_prune_all PERMISSION_DENIED "$target" "${AS[@]}" --job "$JOB"
+    attack ps_end_job PERMISSION_DENIED "$target" "${AS[@]}" --job "$JOB"
+    attack ps_end_then_create PERMISSION_DENIED "$target" "${AS[@]}" --job "$JOB"
+    attack ps_stats_job PERMISSION_DENIED "$target" "${AS[@]}" --job "$JOB"
+    attack ps_pull_job PERMISSION_DENIED "$target" "${AS[@]}" --job "$JOB"
+    attack ps_save_flood PERMISSION_DENIED "$target" "${AS[@]}" --job "$JOB" --arg secure --count 300
+    attack ps_create_empty_job "$([[ "$MODE" == tls ]] && echo PERMISSION_DENIED || echo INVALID_ARGUMENT)" \
+      "$target" "${AS[@]}"
+  done
+  attack worker_setup PERMISSION_DENIED "$W" "${AS[@]}" --job stranger --arg "$TMP/job.yaml"
+  attack worker_closure PERMISSION_DENIED "$W" "${AS[@]}" --job "$JOB"
+done
+# The job was running all along: the refusals above were against its state.
+read -r _ _ STATE < <(job_progress "$C")
+[[ "$STATE" == RUNNING ]] || fail "$JOB is $STATE after the control-RPC attacks: make it longer"
+# A committed checkpoint file, overwritten through a job the PS does not hold.
+COMMITTED=""
+for _ in $(seq 1 1200); do
+  COMMITTED="$(cd "$ROOT" && ls secure/ckpt-*/ps-0.data 2>/dev/null | head -n 1 || true)"
+  [[ -n "$COMMITTED" && -e "$ROOT/$(dirname "$COMMITTED")/MANIFEST" ]] && break
+  COMMITTED=""
+  sleep 0.1
+done
+[[ -n "$COMMITTED" ]] || { show_logs; fail "no committed checkpoint within 120 s"; }
+SUM_BEFORE="$(sha256sum "$ROOT/$COMMITTED" | cut -d' ' -f1)"
+if [[ "$MODE" == tls ]]; then read -r -a AS <<< "$(tls_of worker)"; else AS=(); fi
+# (plaintext: the PS holds no such job; TLS: a worker's certificate may not Save)
+attack ps_save "$([[ "$MODE" == tls ]] && echo PERMISSION_DENIED || echo NOT_FOUND)" "$P" \
+  "${AS[@]}" --job not-held-here --arg "$COMMITTED"
+attack ps_save PERMISSION_DENIED "$P" "${AS[@]}" --job "$JOB" --arg "$COMMITTED"
+# Unchanged (or, later, deleted by the coordinator's retention: its alone).
+SUM_AFTER="$(sha256sum "$ROOT/$COMMITTED" 2>/dev/null | cut -d' ' -f1 || true)"
+[[ -z "$SUM_AFTER" || "$SUM_AFTER" == "$SUM_BEFORE" ]] || fail "the committed $COMMITTED was changed"
+if [[ "$MODE" == plain ]]; then
+  # Huge frame headers on the data plane, 32 connections held open while
+  # the job trains: the PS allocates nothing for them (its RSS is checked
+  # against its 256 MiB limit at the end, and right here).
+  DATA_PORT="$(sed -n 's/.*data plane (Push, Pull as raw frames) on 127\.0\.0\.1:\([0-9]*\).*/\1/p' \
+    "$TMP/ps0.err" | head -n 1)"
+  [[ -n "$DATA_PORT" ]] || fail "ps0 announced no data plane"
+  python3 - "$DATA_PORT" "$PID_ps0" >> "$RESULTS" <<'PY'
+import socket, struct, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+def rss():
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) << 10 for l in f if l.startswith("VmRSS:"))
+before, held = rss(), []
+for i in range(32):
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect(("127.0.0.1", port))
+        s.sendall(struct.pack("<IHHiIIIQ", 0x50445350, 1, 1, 0, 255 << 20, 0, 0, 0))
+    except OSError:
+        pass
+    held.append(s)
+peak, deadline = before, time.time() + 2
+while time.time() < deadline:
+    peak = max(peak, rss())
+    time.sleep(0.05)
+for s in held:
+    s.close()
+print(f"ATTACK dp_huge_headers: 32 connections announcing 255 MiB metas: PS RSS {before >> 20} -> peak {peak >> 20} MiB")
+if peak >= 256 << 20:
+    sys.exit(f"FAIL: PS RSS reached {peak} bytes, over its 256 MiB limit")
+PY
+  tail -n 1 "$RESULTS"
+fi
+
+# Issue 12's table: an insider's RPCs (a cluster certificate) into the
+# running job's namespace: without the coordinator's key and leases nothing
+# is taken.
 attack ps_restore_wipe PERMISSION_DENIED "$P" "${TLS[@]}" --job "$JOB"
 attack ps_recreate PERMISSION_DENIED "$P" "${TLS[@]}" --job "$JOB"
 attack ps_push_nan PERMISSION_DENIED "$P" "${TLS[@]}" --job "$JOB"
 attack ps_push_nan_keyed PERMISSION_DENIED "$P" "${TLS[@]}" --job "$JOB"
 attack ps_future_keys PERMISSION_DENIED "$P" "${TLS[@]}" --job "$JOB" --count 3760
-# No cluster certificate: the TLS handshake fails, for every service.
-attack ps_stats UNAVAILABLE "$P"
-attack worker_ping UNAVAILABLE "$W"
-attack coordinator_list UNAVAILABLE "$C"
-attack ps_push_nan UNAVAILABLE "$P" --job "$JOB"
-attack ps_stats UNAVAILABLE "$P" "${STRANGER_TLS[@]}"
-attack coordinator_list UNAVAILABLE "$C" "${STRANGER_TLS[@]}" --token "$ALICE_TOKEN"
+if [[ "$MODE" == tls ]]; then
+  # No cluster certificate: the TLS handshake fails, for every service.
+  attack ps_stats UNAVAILABLE "$P"
+  attack worker_ping UNAVAILABLE "$W"
+  attack coordinator_list UNAVAILABLE "$C"
+  attack ps_push_nan UNAVAILABLE "$P" --job "$JOB"
+  attack ps_stats UNAVAILABLE "$P" "${STRANGER_TLS[@]}"
+  attack coordinator_list UNAVAILABLE "$C" "${STRANGER_TLS[@]}" --token "$ALICE_TOKEN"
+  # Per-role certificates: a worker's may not create a namespace of its own
+  # making on a PS (its MACs would check under its own key), a PS's may not
+  # set up a worker.
+  attack ps_create_huge PERMISSION_DENIED "$P" $(tls_of worker) --job attacker-own-key
+  attack worker_setup PERMISSION_DENIED "$W" $(tls_of ps) --job stranger --arg "$TMP/job.yaml"
+fi
 # A cluster certificate but no or a wrong token: the job service refuses.
 attack coordinator_list UNAUTHENTICATED "$C" "${TLS[@]}"
 attack coordinator_list UNAUTHENTICATED "$C" "${TLS[@]}" --token "$(openssl rand -hex 24)"
@@ -167,16 +291,19 @@ attack coordinator_cancel PERMISSION_DENIED "$C" "${TLS[@]}" --token "$BOB_TOKEN
 attack coordinator_submit INVALID_ARGUMENT "$C" "${TLS[@]}" --token "$BOB_TOKEN" --arg "$TMP/shadow.yaml"
 if grep -q "root:" "$RESULTS"; then fail "an error quoted /etc/shadow"; fi
 attack coordinator_submit INVALID_ARGUMENT "$C" "${TLS[@]}" --token "$BOB_TOKEN" --arg "$TMP/elsewhere.yaml"
-# An insider's RPCs (a cluster certificate): internal RPCs are no public API.
-attack ps_save INVALID_ARGUMENT "$P" "${TLS[@]}" --job "$JOB" --arg "$TMP/victim.txt"
-attack ps_save INVALID_ARGUMENT "$P" "${TLS[@]}" --job "$JOB" --arg "../victim.txt"
-attack ps_save INVALID_ARGUMENT "$P" "${TLS[@]}" --job "$JOB" --arg "secure/../../victim.txt"
-attack ps_save INVALID_ARGUMENT "$P" "${TLS[@]}" --job "$JOB" --arg "escape/victim.txt"
-attack ps_restore_path INVALID_ARGUMENT "$P" "${TLS[@]}" --job attacker-restore --arg "/etc/passwd"
-attack ps_push_nan_own INVALID_ARGUMENT "$P" "${TLS[@]}" --job attacker-own
-attack ps_create_huge RESOURCE_EXHAUSTED "$P" "${TLS[@]}" --job attacker-big
-attack ps_create_huge RESOURCE_EXHAUSTED "$P" "${TLS[@]}" --job attacker-big2
+# Saves and restores at free paths: refused before any path is looked at
+# (TLS: a user's certificate may not Save; plaintext: a Save of a job the PS
+# does not hold writes nothing; a keyless job is refused).
+SAVE_CODE="$([[ "$MODE" == tls ]] && echo PERMISSION_DENIED || echo NOT_FOUND)"
+attack ps_save "$SAVE_CODE" "$P" "${TLS[@]}" --job attacker-save --arg "$TMP/victim.txt"
+attack ps_save "$SAVE_CODE" "$P" "${TLS[@]}" --job attacker-save --arg "../victim.txt"
+attack ps_save "$SAVE_CODE" "$P" "${TLS[@]}" --job attacker-save --arg "secure/../../victim.txt"
+attack ps_save "$SAVE_CODE" "$P" "${TLS[@]}" --job attacker-save --arg "escape/victim.txt"
+attack ps_restore_path PERMISSION_DENIED "$P" "${TLS[@]}" --job attacker-restore --arg "/etc/passwd"
+attack ps_push_nan_own PERMISSION_DENIED "$P" "${TLS[@]}" --job attacker-own
+attack ps_create_huge PERMISSION_DENIED "$P" "${TLS[@]}" --job attacker-big
 attack ps_oversized RESOURCE_EXHAUSTED "$P" "${TLS[@]}" --job attacker-own --max_message_bytes 1073741824
+[[ -z "$(find "$ROOT" -name 'flood-*')" ]] || fail "a flood Save wrote a file"
 echo "ok: $(wc -l < "$RESULTS") attacks refused"
 
 # --- The job was not harmed.
@@ -192,6 +319,9 @@ assert s["eval_accuracy"] > 0.82, f"eval accuracy {s['eval_accuracy']}: training
 assert s.get("owner", "alice") == "alice", s.get("owner")
 print(f"ok: SUCCEEDED, each PS applied exactly {steps} steps, eval accuracy {s['eval_accuracy']:.4f}")
 EOF
+if [[ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]]; then
+  cp "$RESULTS" "$TEST_UNDECLARED_OUTPUTS_DIR/attacks-$MODE.txt"
+fi
 [[ "$(cat "$TMP/victim.txt")" == "sentinel: not a checkpoint" ]] || fail "victim.txt was overwritten"
 [[ ! -e /tmp/elsewhere-$$ ]] || fail "a checkpoint was written outside the root"
 for name in ps0 ps1; do

@@ -48,6 +48,10 @@ ABSL_FLAG(std::string, checkpoint_root, "",
 ABSL_FLAG(double, collective_timeout_s, 30,
           "strategy multi_worker_mirrored: how long a step's all-reduce waits for the other "
           "workers before it fails (and the coordinator rolls the job back)");
+ABSL_FLAG(double, job_hold_timeout_s, 600,
+          "a job set up by a coordinator holds this worker: another job's SetupJob is refused "
+          "unless that coordinator releases it, or until it has sent no signed request for "
+          "this long (it is gone)");
 ABSL_FLAG(int, compute_threads, 0,
           "threads of the CPU backend's matrix products (OpenBLAS); 0: one per core. Give "
           "workers that share a machine a share of its cores, and a worker of jobs with "
@@ -99,6 +103,11 @@ int main(int argc, char** argv) {
         return std::make_unique<pscluster::GrpcPsClient>(o);
       },
       data_roots);
+  if (absl::GetFlag(FLAGS_job_hold_timeout_s) <= 0) {
+    std::cerr << "worker_server: --job_hold_timeout_s must be > 0\n";
+    return pscluster::kExitBadFlags;
+  }
+  state.set_hold_timeout(absl::Seconds(absl::GetFlag(FLAGS_job_hold_timeout_s)));
   // multi_worker_mirrored: this worker's copies of jobs' variables, served
   // to the coordinator as a ParameterServer, and the ring's mailbox.
   pscluster::VariableStore::Options store_options;
@@ -117,6 +126,7 @@ int main(int argc, char** argv) {
   }
   store_options.memory_budget = std::make_shared<pscluster::MemoryBudget>(int64_t{8} << 30);
   pscluster::JobStores mirrors(store_options);
+  mirrors.RequireJobKeys();  // only a coordinator creates a worker's copies
   pscluster::CollectiveMailbox mailbox;
   const absl::Duration collective_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_collective_timeout_s));

@@ -178,6 +178,14 @@ absl::StatusOr<CheckpointManifest> CheckpointManager::SaveInto(
   }
   for (auto& t : threads) t.join();
   for (size_t p = 0; p < ps.size(); ++p) {
+    if (absl::IsNotFound(status[p])) {
+      // The PS holds nothing of the job (it restarted): it writes no file.
+      absl::Status error = absl::AbortedError(absl::StrCat(
+          "checkpoint ", next, ": PS ", p, " holds nothing of the job (", status[p].message(),
+          "): it restarted and lost it"));
+      error.SetPayload(kPsFailurePayload, absl::Cord());
+      return error;
+    }
     if (!status[p].ok()) {
       absl::Status error(status[p].code(),
                          absl::StrCat("checkpoint ", next, ": PS ", p, ": ", status[p].message()));

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/control_auth.h"
 #include "common/update_lease.h"
 
 namespace pscluster {
@@ -32,10 +33,16 @@ RunClosureRequest MakeRequest(const DispatchOptions& options, const Closure& c) 
   *request.mutable_split() = c.split;
   if (c.replica >= 0) request.set_replica(c.replica);
   if (options.round != nullptr) request.set_round(options.round->load());
-  if (!options.job_key.empty() && options.mode == TRAIN && options.batch > 0) {
-    const int64_t steps = (c.split.end() - c.split.begin() + options.batch - 1) / options.batch;
+  if (!options.job_key.empty()) {
+    // An eval closure's lease covers no steps: it lets the worker pull, not push.
+    const int64_t steps =
+        options.mode == TRAIN && options.batch > 0
+            ? (c.split.end() - c.split.begin() + options.batch - 1) / options.batch
+            : 0;
     request.set_lease_steps(steps);
     request.set_lease(MakeLease(options.job_key, options.job_id, c.id, steps));
+    // The worker takes the closure only from the job's coordinator.
+    SignRequest(DeriveWorkerKey(options.job_key), "RunClosure", &request);
   }
   return request;
 }

@@ -1,6 +1,7 @@
 #include "coordinator/core/job_admission.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/job_paths.h"
 #include "common/status_macros.h"
 
@@ -66,6 +67,27 @@ absl::Status AdmitJobPaths(const JobSpec& spec, const std::string& checkpoint_ro
     RETURN_IF_ERROR(ResolveCheckpointDir(checkpoint_root, spec.checkpoint.dir).status());
   }
   return absl::OkStatus();
+}
+
+absl::Status AdmitCheckpointRoots(const std::vector<PsClient*>& ps,
+                                  const std::vector<std::string>& ps_addresses,
+                                  HealthChecker* health) {
+  std::vector<std::string> without;
+  for (size_t p = 0; p < ps.size(); ++p) {
+    if (health != nullptr && !health->CheckPs(static_cast<int>(p)).ok()) continue;
+    StatsResponse stats;
+    if (!ps[p]->Stats(StatsRequest(), &stats).ok() || stats.checkpoint_root()) continue;
+    without.push_back(p < ps_addresses.size()
+                          ? absl::StrCat("PS ", p, " (", ps_addresses[p], ")")
+                          : absl::StrCat("PS ", p));
+  }
+  if (without.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the job asks for checkpoints, but ", absl::StrJoin(without, ", "),
+      without.size() == 1 ? " was" : " were",
+      " started without --checkpoint_root and cannot write or restore them; start every "
+      "ps_server with --checkpoint_root (the coordinator's checkpoint storage), or submit the "
+      "job without its checkpoint section"));
 }
 
 }  // namespace pscluster

@@ -3,7 +3,8 @@
 // spec (JobLimits in common/job_spec.h); this adds what depends on the
 // cluster: the job's variables laid out over its PS tasks, and the
 // parameter plus optimizer-slot bytes each PS would hold, against the
-// per-PS memory limit.
+// per-PS memory limit; the paths it reads and writes; and, for a job that
+// checkpoints, whether its PS can.
 #ifndef PSCLUSTER_COORDINATOR_CORE_JOB_ADMISSION_H_
 #define PSCLUSTER_COORDINATOR_CORE_JOB_ADMISSION_H_
 
@@ -14,6 +15,8 @@
 #include "absl/status/status.h"
 #include "common/job_spec.h"
 #include "common/model_variables.h"
+#include "common/ps_client.h"
+#include "coordinator/core/health_checker.h"
 
 namespace pscluster {
 
@@ -47,6 +50,17 @@ absl::Status AdmitJob(const JobSpec& spec, int num_ps, int64_t ps_memory_limit_b
 //   checkpoint.dir and the coordinator has no checkpoint root.
 absl::Status AdmitJobPaths(const JobSpec& spec, const std::string& checkpoint_root,
                            const std::vector<std::string>& data_roots);
+
+// For a job that asks for checkpoints: OK when every PS that answers can
+// write them. Asks each PS of `ps` for its Stats (no job: needs no proof)
+// unless `health` (may be null) says it is down now; a PS that does not
+// answer is skipped (the job waits for its cluster at its start, as any).
+// `ps_addresses[i]` names PS i (missing: "PS i" alone).
+// FAILED_PRECONDITION naming every PS (index and address) that answers
+//   without a --checkpoint_root (it refuses every Save and Restore).
+absl::Status AdmitCheckpointRoots(const std::vector<PsClient*>& ps,
+                                  const std::vector<std::string>& ps_addresses,
+                                  HealthChecker* health);
 
 }  // namespace pscluster
 

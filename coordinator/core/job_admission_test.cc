@@ -157,5 +157,75 @@ data:
   EXPECT_EQ(total, (2 * 1000 * 8 + 8 + 1) * 4 * 2);
 }
 
+// A PS that answers Stats (no job) with or without a checkpoint root, or
+// not at all.
+class RootPs : public PsClient {
+ public:
+  RootPs(bool root, absl::Status error = absl::OkStatus()) : root_(root), error_(error) {}
+  absl::Status CreateVariables(const CreateVariablesRequest&, CreateVariablesResponse*) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Pull(const PullRequest&, PullResponse*) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Push(const PushRequest&, PushResponse*) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Stats(const StatsRequest& request, StatsResponse* response) override {
+    ++calls_;
+    EXPECT_EQ(request.job(), "");  // asks the process, needs no proof
+    if (!error_.ok()) return error_;
+    response->set_checkpoint_root(root_);
+    return absl::OkStatus();
+  }
+  int calls_ = 0;
+
+ private:
+  bool root_;
+  absl::Status error_;
+};
+
+// Says PS `down` does not answer.
+class DownHealth : public HealthChecker {
+ public:
+  explicit DownHealth(int down) : down_(down) {}
+  absl::StatusOr<uint64_t> CheckPs(int index) override {
+    if (index == down_) return absl::UnavailableError("connection refused");
+    return 1;
+  }
+  absl::Status CheckWorker(int) override { return absl::OkStatus(); }
+
+ private:
+  int down_;
+};
+
+TEST(AdmitCheckpointRootsTest, PsWithoutARootAreNamedWithTheirAddresses) {
+  RootPs with(true), without0(false), without1(false);
+  EXPECT_TRUE(AdmitCheckpointRoots({&with, &with}, {"a:1", "b:2"}, nullptr).ok());
+  const absl::Status s =
+      AdmitCheckpointRoots({&without0, &with, &without1}, {"a:1", "b:2", "c:3"}, nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("PS 0 (a:1), PS 2 (c:3) were started without "
+                                                  "--checkpoint_root"));
+  EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr("b:2")));
+  // Without addresses (in-process PS): by index.
+  const absl::Status one = AdmitCheckpointRoots({&with, &without0}, {}, nullptr);
+  EXPECT_THAT(std::string(one.message()), HasSubstr("PS 1 was started without"));
+}
+
+TEST(AdmitCheckpointRootsTest, PsThatDoNotAnswerDoNotHoldTheJobBack) {
+  RootPs unreachable(false, absl::UnavailableError("connection refused"));
+  RootPs with(true), without(false);
+  EXPECT_TRUE(AdmitCheckpointRoots({&unreachable, &with}, {"a:1", "b:2"}, nullptr).ok());
+  // A PS its health check finds down is not even asked (a call could wait
+  // for it for its whole deadline).
+  DownHealth health(1);
+  EXPECT_TRUE(AdmitCheckpointRoots({&with, &without}, {"a:1", "b:2"}, &health).ok());
+  EXPECT_EQ(without.calls_, 0);
+  DownHealth none_down(-1);
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      AdmitCheckpointRoots({&with, &without}, {"a:1", "b:2"}, &none_down)));
+}
+
 }  // namespace
 }  // namespace pscluster

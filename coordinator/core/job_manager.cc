@@ -191,6 +191,16 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
       spec, spec.strategy == Strategy::kMultiWorkerMirrored ? 1 : static_cast<int>(ps_.size()),
       options_.ps_memory_limit_bytes));
   RETURN_IF_ERROR(AdmitJobPaths(spec, options_.checkpoint_root, options_.data_roots));
+  // A job that asks for checkpoints (a checkpoint.dir, or a trigger with the
+  // default directory under the root) needs PS that can write them. A
+  // multi_worker_mirrored job's copies are checkpointed by its workers.
+  const bool default_dir = !state_dir_.empty() && !options_.checkpoint_root.empty();
+  const bool asks_checkpoints =
+      !spec.checkpoint.dir.empty() ||
+      (default_dir && (spec.checkpoint.every_steps > 0 || spec.checkpoint.every_seconds > 0));
+  if (asks_checkpoints && spec.strategy != Strategy::kMultiWorkerMirrored) {
+    RETURN_IF_ERROR(AdmitCheckpointRoots(ps_, options_.ps_addresses, options_.health));
+  }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the coordinator is shutting down");
   const std::string id = absl::StrCat(spec.name, "-", ++submitted_);

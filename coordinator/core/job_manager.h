@@ -61,7 +61,10 @@ class JobManager {
   // RESOURCE_EXHAUSTED naming why it does not fit; AdmitJobPaths:
   // INVALID_ARGUMENT for a data file outside options.data_roots or a
   // checkpoint.dir outside options.checkpoint_root, FAILED_PRECONDITION for a
-  // checkpoint.dir without a checkpoint root), records and queues it.
+  // checkpoint.dir without a checkpoint root; AdmitCheckpointRoots:
+  // FAILED_PRECONDITION naming each PS that answers without a
+  // --checkpoint_root, for a job that asks for checkpoints), records and
+  // queues it.
   // Returns its id and place in the queue.
   // `owner` is the submitting user (JobAuth; "" on an open service).
   absl::StatusOr<SubmitJobResponse> Submit(const std::string& spec_yaml,

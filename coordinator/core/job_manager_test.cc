@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -59,6 +60,18 @@ class Worker : public WorkerClient {
       mu_.Await(absl::Condition(&released));
     }
     const int64_t n = request.split().end() - request.split().begin();
+    if (request.mode() == TRAIN) {
+      // Its one step, pushed keyed to every PS as a worker's Trainer does.
+      for (PsClient* ps : ps_) {
+        PushRequest push;
+        push.set_job(request.job_id());
+        push.mutable_update()->set_closure_id(request.closure_id());
+        PushResponse pushed;
+        if (absl::Status s = ps->Push(push, &pushed); !s.ok()) {
+          return absl::Status(s.code(), absl::StrCat("ps: push: ", s.message()));
+        }
+      }
+    }
     response->set_examples(n);
     response->set_steps(1);
     response->set_loss_sum(n);
@@ -74,6 +87,8 @@ class Worker : public WorkerClient {
     absl::MutexLock lock(&mu_);
     return setups_;
   }
+  // The PS each training step is pushed to. Set before any job runs.
+  std::vector<PsClient*> ps_;
 
  private:
   absl::Mutex mu_;
@@ -109,6 +124,7 @@ VariableStore::Options WithRoot(const std::string& root) {
 
 struct Cluster {
   Cluster() {
+    w.ps_ = {&ps0, &ps1};
     options.checkpoint_root = root;
     // The jobs' data files ("a", "b") are relative to the working directory.
     options.data_roots = {std::filesystem::current_path().string()};
@@ -278,6 +294,32 @@ TEST(JobManagerTest, WithoutACheckpointRootJobsAskingForCheckpointsAreRefused) {
   absl::StatusOr<SubmitJobResponse> plain = jobs->Submit(Job("plain", 3), "p.yaml");
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(WaitForState(*jobs, plain->job_id(), {SUCCEEDED, FAILED}), SUCCEEDED);
+}
+
+// Issue 22: a job asking for checkpoints on PS started without
+// --checkpoint_root is refused at submission, naming the PS, instead of
+// retrying its checkpoints and running without them.
+TEST(JobManagerTest, PsWithoutACheckpointRootRefuseJobsAskingForCheckpoints) {
+  Cluster c;
+  JobStores rootless{VariableStore::Options()};
+  InProcessPsClient ps1{&rootless};
+  c.w.ps_ = {&c.ps0, &ps1};
+  c.options.retry_backoff = absl::Milliseconds(1);
+  c.options.ps_addresses = {"ps-0:2222", "ps-1:2222"};
+  JobManager jobs({&c.ps0, &ps1}, {&c.w}, c.options);
+  absl::StatusOr<SubmitJobResponse> job =
+      jobs.Submit(Job("ckpt", 3) + "checkpoint: {dir: ckpt}\n", "c.yaml");
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(job.status().message()),
+              HasSubstr("PS 1 (ps-1:2222) was started without --checkpoint_root"));
+  EXPECT_THAT(std::string(job.status().message()), ::testing::Not(HasSubstr("ps-0")));
+  EXPECT_TRUE(jobs.List().empty());
+  // A job without a checkpoint section still runs there.
+  absl::StatusOr<SubmitJobResponse> plain = jobs.Submit(Job("plain", 3), "p.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(WaitForState(jobs, plain->job_id(), {SUCCEEDED, FAILED}), SUCCEEDED)
+      << jobs.Get(plain->job_id())->error();
 }
 
 TEST(JobManagerTest, TheQueueSurvivesACoordinatorRestart) {

@@ -10,14 +10,17 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/lr_schedule.h"
 #include "common/metrics.h"
+#include "common/control_auth.h"
 #include "common/status_macros.h"
 #include "common/update_lease.h"
 #include "coordinator/core/closure_dispatch.h"
 #include "coordinator/core/cluster_health.h"
 #include "coordinator/core/mirrors_ps_client.h"
+#include "coordinator/core/signing_ps_client.h"
 
 namespace pscluster {
 namespace {
@@ -42,6 +45,17 @@ int64_t StepsFor(int64_t size, int64_t closure_examples, int64_t batch) {
   return full * CeilDiv(closure_examples, batch) + CeilDiv(rest, batch);
 }
 
+// `ps`, each wrapped in a SigningPsClient (owned by `owned`) under `secret`.
+std::vector<PsClient*> Signing(std::vector<PsClient*> ps, const std::string& secret,
+                               std::vector<std::unique_ptr<PsClient>>* owned) {
+  std::vector<PsClient*> out;
+  for (PsClient* p : ps) {
+    owned->push_back(std::make_unique<SigningPsClient>(p, secret));
+    out.push_back(owned->back().get());
+  }
+  return out;
+}
+
 }  // namespace
 
 int64_t ClosureId(ClosureMode mode, int64_t epoch, int64_t split) {
@@ -57,7 +71,8 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
       mirrors_(spec_.strategy == Strategy::kMultiWorkerMirrored && !options.worker_ps.empty()
                    ? std::make_unique<MirrorsPsClient>(options.worker_ps)
                    : nullptr),
-      ps_(mirrors_ != nullptr ? std::vector<PsClient*>{mirrors_.get()} : std::move(ps)),
+      ps_(Signing(mirrors_ != nullptr ? std::vector<PsClient*>{mirrors_.get()} : std::move(ps),
+                  options.lease_secret, &signing_)),
       workers_(std::move(workers)),
       options_(std::move(options)),
       checkpoint_dir_(options_.checkpoint_dir.empty() ? spec_.checkpoint.dir
@@ -141,7 +156,7 @@ void JobRunner::Event(const std::string& kind, const std::string& message) {
   e.set_kind(kind);
   e.set_message(message);
   if (kind == "failed" || kind == "retry" || kind == "worker_down" || kind == "worker_lost" ||
-      kind == "ps_down" || kind == "checkpoint_failed") {
+      kind == "ps_down" || kind == "checkpoint_failed" || kind == "accounting") {
     spdlog::warn("job {}: {}: {}", job_id_, kind, message);
   } else {
     spdlog::info("job {}: {}: {}", job_id_, kind, message);
@@ -204,6 +219,21 @@ void JobRunner::Log(const JobLogRecord& record, bool sync) {
   last_log_warning_ = now;
 }
 
+SetupJobRequest JobRunner::ReleasingSetup(WorkerClient* worker) const {
+  SetupJobRequest request = setup_request_;
+  PingResponse held;
+  if (options_.lease_secret.empty() || !worker->Ping(PingRequest(), &held).ok() ||
+      held.job_id().empty() || held.job_id() == job_id_) {
+    return request;
+  }
+  // The worker still holds an earlier job: this coordinator's proof that it
+  // lets that job go (the worker refuses a switch without it).
+  request.set_release(RequestMac(DeriveWorkerKey(DeriveJobKey(options_.lease_secret,
+                                                              held.job_id())),
+                                 "SetupJob.release", request));
+  return request;
+}
+
 absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_examples) {
   setup_request_.set_job_id(job_id_);
   setup_request_.set_spec_yaml(spec_.yaml);
@@ -213,6 +243,12 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
   }
   for (const std::string& a : options_.ps_addresses) setup_request_.add_ps_addresses(a);
   for (const auto& p : plan_.placement) *setup_request_.add_placement() = p;
+  if (!job_key_.empty()) {
+    // The worker holds the job under its worker key, and takes its closures
+    // only signed under it (common/control_auth.h).
+    setup_request_.set_worker_key(DeriveWorkerKey(job_key_));
+    SignRequest(setup_request_.worker_key(), "SetupJob", &setup_request_);
+  }
 
   // Workers load their data in parallel.
   std::vector<absl::Status> status(workers_.size());
@@ -223,7 +259,7 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
       // A worker that restarts or is slow to answer while the job starts is
       // asked again (bounded); errors of the job's own input are final.
       for (int attempt = 1;; ++attempt) {
-        status[w] = workers_[w]->SetupJob(setup_request_, &responses[w]);
+        status[w] = workers_[w]->SetupJob(ReleasingSetup(workers_[w]), &responses[w]);
         const bool transient = absl::IsUnavailable(status[w]) ||
                                absl::IsDeadlineExceeded(status[w]) || absl::IsAborted(status[w]);
         if (status[w].ok() || !transient || attempt >= max_attempts_) break;
@@ -254,6 +290,19 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
   const std::string backend = responses[0].backend();
   Update([&](JobStatusProto* s) { s->set_backend(backend); });
   return absl::OkStatus();
+}
+
+void JobRunner::ReleaseWorkers() {
+  if (job_key_.empty()) return;
+  ReleaseJobRequest request;
+  request.set_job_id(job_id_);
+  SignRequest(DeriveWorkerKey(job_key_), "ReleaseJob", &request);
+  for (WorkerClient* w : workers_) {
+    ReleaseJobResponse response;
+    // Best effort: a worker that does not answer is let go by its hold
+    // timeout (worker_server --job_hold_timeout_s).
+    w->ReleaseJob(request, &response).IgnoreError();
+  }
 }
 
 absl::Status JobRunner::Finish(absl::Status status) {
@@ -288,6 +337,7 @@ absl::Status JobRunner::Finish(absl::Status status) {
     }
     EndOnEveryPs(up);
   }
+  ReleaseWorkers();
   if (status.ok()) {
     Event("succeeded", "the job succeeded");
   } else if (absl::IsCancelled(status)) {
@@ -368,6 +418,7 @@ absl::Status JobRunner::Run() {
     return s;
   };
   if (absl::Status s = Prepare(); !s.ok()) return Finish(invalid_input(s));
+  NoteStateIncarnations();
   int64_t train_n = 0, eval_n = 0;
   if (absl::Status s = SetupWorkers(&train_n, &eval_n); !s.ok()) {
     return Finish(invalid_input(s));
@@ -457,10 +508,53 @@ absl::Status JobRunner::Run() {
     rec.mutable_epoch_finished()->set_result(r.SerializeAsString());
     Log(rec, /*sync=*/true);
   }
+  // Every step counted must have been applied once on every PS, before the
+  // final checkpoint keeps the result.
+  if (absl::Status s = AuditFinalSteps(); !s.ok()) return Finish(s);
   if (checkpoints_ != nullptr) {
     if (absl::Status s = CheckpointWithRetries(/*final=*/true); !s.ok()) return Finish(s);
   }
   return Finish(absl::OkStatus());
+}
+
+std::vector<StepDiscrepancy> JobRunner::CompareWithPs(AccountingPoint point,
+                                                      std::vector<std::string>* unanswered) {
+  const std::vector<PsSteps> ps = AskPsSteps(ps_, job_id_, step_reach_);
+  StepLedger ledger;
+  ledger.point = point;
+  std::vector<uint64_t> known;
+  {
+    absl::MutexLock lock(&mu_);
+    ledger.steps = status_.steps();
+    ledger.lost_steps = status_.lost_steps();
+    known = state_incarnation_;
+  }
+  for (size_t p = 0; unanswered != nullptr && p < ps.size(); ++p) {
+    if (step_reach_[p] != StepReach::kNone && !ps[p].answered) {
+      unanswered->push_back(absl::StrCat("PS ", p, ": ", ps[p].error));
+    }
+  }
+  return CompareSteps(ledger, step_reach_, ps, known);
+}
+
+absl::Status JobRunner::AuditFinalSteps() {
+  std::vector<std::string> unanswered;
+  const std::vector<StepDiscrepancy> found = CompareWithPs(AccountingPoint::kEnd, &unanswered);
+  if (!unanswered.empty()) {
+    return absl::UnavailableError(absl::StrCat("could not check what every PS applied of the job: ",
+                                               absl::StrJoin(unanswered, "; ")));
+  }
+  for (const StepDiscrepancy& d : found) Event("accounting", d.message);
+  return AccountingError(found);
+}
+
+void JobRunner::NoteStateIncarnations() {
+  const std::vector<PsSteps> ps = AskPsSteps(ps_, job_id_, step_reach_);
+  absl::MutexLock lock(&mu_);
+  state_incarnation_.assign(ps.size(), 0);
+  for (size_t p = 0; p < ps.size(); ++p) {
+    if (ps[p].answered) state_incarnation_[p] = ps[p].incarnation;
+  }
 }
 
 }  // namespace pscluster

@@ -53,6 +53,18 @@
 //   (within ps_recovery_timeout_s), every PS is restored from the newest
 //   complete checkpoint and training resumes from its data position. The log
 //   and the status say how many steps were lost.
+// - Every PS must have applied exactly the steps the coordinator counts
+//   (step_accounting.h). Before each checkpoint, a PS that applied fewer
+//   (updates dropped, e.g. its exactly-once keys pruned behind the
+//   coordinator's back) or holds nothing of the job is a PS failure: the
+//   newest checkpoint is restored and the steps since count as lost. After a
+//   recovery the state restored must agree; at the job's end each PS must
+//   agree exactly, or the job fails with a message naming the PS and the
+//   numbers. A recovery without a checkpoint after a PS lost the job's state
+//   (it restarted, or the job was ended there behind the coordinator's back)
+//   restarts every PS from the initializers and the job from its first step,
+//   all its steps lost; without any loss (a PS that was only unreachable)
+//   nothing is rolled back.
 // - A job log beside the checkpoints records the job; a JobRunner created
 //   with `resume` (a restarted coordinator) restores the newest checkpoint,
 //   or picks up the finished closures from the log, instead of starting over.
@@ -87,6 +99,7 @@
 #include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/health_checker.h"
 #include "coordinator/core/job_log.h"
+#include "coordinator/core/step_accounting.h"
 #include "coordinator/core/worker_client.h"
 #include "protos/coordinator.pb.h"
 
@@ -214,6 +227,12 @@ class JobRunner {
   enum class PhaseEnd { kDone, kRolledBack };
 
   absl::Status Prepare() ABSL_LOCKS_EXCLUDED(mu_);
+  // setup_request_ for `worker`, with the release of the job it holds
+  // when that is another job of this coordinator (SetupJobRequest.release).
+  SetupJobRequest ReleasingSetup(WorkerClient* worker) const;
+  // Lets every worker go at the job's end (ReleaseJobRequest), so that the
+  // next job, of any coordinator, may set it up.
+  void ReleaseWorkers();
   absl::Status SetupWorkers(int64_t* train_examples, int64_t* eval_examples);
   // Runs the closures of `epoch` not yet finished, over [0, size).
   absl::StatusOr<PhaseEnd> RunPhase(ClosureMode mode, int64_t epoch, int64_t size,
@@ -259,6 +278,21 @@ class JobRunner {
   // Restores the newest checkpoint into every PS and takes its position.
   // NOT_FOUND when there is none.
   absl::Status RestorePosition() ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks every PS what it applied of the job and compares it with the steps
+  // counted now, at `point` (step_accounting.h): the PS that disagree. PS
+  // that do not answer are left out and, when `unanswered` is given, named
+  // there ("PS 1: UNAVAILABLE: ...").
+  std::vector<StepDiscrepancy> CompareWithPs(AccountingPoint point,
+                                             std::vector<std::string>* unanswered)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The check at the job's end: OK when every PS agrees exactly; DATA_LOSS
+  // naming each PS that does not (each also an event), UNAVAILABLE naming a
+  // PS that cannot be asked. REQUIRES: no closure in flight.
+  absl::Status AuditFinalSteps() ABSL_LOCKS_EXCLUDED(mu_);
+  // Records each PS's incarnation as that of the job's state there, just
+  // created or restored (CompareSteps tells a restart from an end behind the
+  // coordinator's back by it).
+  void NoteStateIncarnations() ABSL_LOCKS_EXCLUDED(mu_);
   void HealthLoop();
   void Log(const JobLogRecord& record, bool sync);
   void Update(const std::function<void(JobStatusProto*)>& change) ABSL_LOCKS_EXCLUDED(mu_);
@@ -281,6 +315,9 @@ class JobRunner {
   const std::string job_key_;
   // multi_worker_mirrored: the workers' copies as one PS (null otherwise).
   std::unique_ptr<PsClient> mirrors_;
+  // The PS clients (or mirrors_) signing the coordinator's control requests
+  // (signing_ps_client.h); ps_ points to them.
+  std::vector<std::unique_ptr<PsClient>> signing_;
   const std::vector<PsClient*> ps_;
   const std::vector<WorkerClient*> workers_;
   // Rollbacks so far (RunClosureRequest.round).
@@ -294,6 +331,7 @@ class JobRunner {
   prometheus::Gauge* checkpoints_disabled_metric_ = nullptr;
   std::unique_ptr<JobLog> log_;
   VariablePlan plan_;              // written by Prepare before dispatch starts
+  std::vector<StepReach> step_reach_;  // likewise: which steps reach each PS
   SetupJobRequest setup_request_;  // likewise; re-sent to a worker that lost the job
   int64_t closures_per_epoch_ = 0;
 
@@ -327,6 +365,9 @@ class JobRunner {
   // Synchronous phase: replicas finished, by split.
   std::map<int64_t, int64_t> sync_replicas_done_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> ps_incarnation_ ABSL_GUARDED_BY(mu_);
+  // Each PS's incarnation when the job's state there was last created or
+  // restored (NoteStateIncarnations); empty: not known yet.
+  std::vector<uint64_t> state_incarnation_ ABSL_GUARDED_BY(mu_);
   int64_t steps_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
   // Checkpoint failures: failed storage attempts since the last success, no

@@ -66,7 +66,7 @@ class FullDiskPs : public InProcessPsClient {
 };
 
 struct DiskCluster {
-  DiskCluster() : full0(&store0, &w0) {}
+  DiskCluster() : full0(&store0, &w0) { w0.ps_ = {&full0, &ps1}; }
   VariableStore store0{StoreOptions()}, store1{StoreOptions()};
   FakeWorker w0{"w0", 95, 20};
   FullDiskPs full0;

@@ -84,7 +84,9 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
   d.ps_failed = [this] { return ps_failed_.load(); };
   d.on_ps_lost = [this] {
     if (!ps_failed_.exchange(true)) {
-      spdlog::warn("job {}: a PS lost its variables (it restarted); pausing dispatch", job_id_);
+      spdlog::warn("job {}: a PS no longer holds the job (it restarted, or the job was ended "
+                   "there); pausing dispatch",
+                   job_id_);
     }
   };
   if (options_.health != nullptr) {
@@ -239,7 +241,9 @@ absl::StatusOr<JobRunner::PhaseEnd> JobRunner::RunPhase(ClosureMode mode, int64_
           break;
         }
       }
-      queue.Resume();
+      // A checkpoint that found a PS failed leaves dispatch paused for the
+      // recovery on the next turn.
+      if (!ps_failed_) queue.Resume();
       continue;
     }
     if (drained) break;

@@ -102,6 +102,7 @@ void JobRunner::PruneKeysBefore(int64_t epoch) {
 absl::Status JobRunner::Prepare() {
   ASSIGN_OR_RETURN(plan_, PlanVariables(ModelVariables(spec_), spec_.partitioner,
                                         static_cast<int>(ps_.size())));
+  step_reach_ = StepReachOf(plan_, spec_.strategy);
   for (CreateVariablesRequest& r : plan_.per_ps) {
     r.set_job(job_id_);
     r.set_job_key(job_key_);
@@ -112,6 +113,10 @@ absl::Status JobRunner::Prepare() {
                      ResolveCheckpointDir(options_.checkpoint_root, checkpoint_dir_));
     checkpoints_ = std::make_unique<CheckpointManager>(location.dir, spec_.checkpoint.keep, job_id_,
                                                        location.name_prefix);
+    // The PS confine the job's Saves to its directory ("." : the root).
+    for (CreateVariablesRequest& r : plan_.per_ps) {
+      r.set_checkpoint_dir(location.name_prefix.empty() ? "." : location.name_prefix);
+    }
     const std::string log_path = checkpoint_dir_ + "/joblog";
     if (options_.resume) {
       absl::StatusOr<std::vector<JobLogRecord>> records = ReadJobLog(log_path);
@@ -270,6 +275,17 @@ bool JobRunner::CheckpointDue() const {
 }
 
 absl::Status JobRunner::Checkpoint() {
+  // A checkpoint must not keep updates dropped behind the coordinator's back
+  // (or a PS that lost the job): that is a PS failure, and recovery rolls
+  // back to the newest checkpoint that agreed, counting the steps since as
+  // lost. A PS that does not answer is left to Save.
+  if (const std::vector<StepDiscrepancy> found =
+          CompareWithPs(AccountingPoint::kQuiescent, nullptr);
+      !found.empty()) {
+    for (const StepDiscrepancy& d : found) Event("accounting", d.message);
+    ps_failed_ = true;
+    return AccountingError(found);
+  }
   CheckpointManifest m;
   {
     absl::MutexLock lock(&mu_);
@@ -549,12 +565,27 @@ absl::Status JobRunner::RecoverFromPsFailure() {
     // Whatever happens from here on, a failure noticed before the restore
     // is healed by it.
     ps_failed_ = false;
+    // What the PS lost, before anything is restored: the job's state (a
+    // restart, or an end behind the coordinator's back) or applied steps. A
+    // PS that cannot say counts as having lost it. (A mirrored job's copies
+    // always roll back.)
+    std::vector<std::string> unanswered;
+    const std::vector<StepDiscrepancy> losses =
+        Mirrored() ? std::vector<StepDiscrepancy>()
+                   : CompareWithPs(AccountingPoint::kQuiescent, &unanswered);
+    std::string lost_what;
+    for (const StepDiscrepancy& d : losses) absl::StrAppend(&lost_what, d.message, "; ");
+    for (const std::string& u : unanswered) {
+      absl::StrAppend(&lost_what, "could not ask ", u, "; ");
+    }
     absl::Status restored =
         checkpoints_ != nullptr ? RestorePosition() : absl::NotFoundError("no checkpoint directory");
-    if (absl::IsNotFound(restored) && Mirrored()) {
-      // Nothing to roll back to: every copy starts again from the
+    if (absl::IsNotFound(restored) && (Mirrored() || !lost_what.empty())) {
+      // Nothing to roll back to: every copy (PS) starts again from the
       // initializers, and the job from its first step (copies that trained
-      // on cannot be mixed with fresh ones).
+      // on cannot be mixed with fresh ones; a PS whose keys are gone would
+      // apply the steps the others drop as duplicates). Every step done so
+      // far is lost.
       EndOnEveryPs();
       restored = CreateAll(plan_, ps_);
       {
@@ -566,14 +597,18 @@ absl::Status JobRunner::RecoverFromPsFailure() {
         status_.set_steps(0);
         status_.set_examples(0);
       }
-      how = "no checkpoint: every replica's copy re-created from the initializers, training "
-            "restarted from the first step";
+      how = Mirrored() ? std::string("no checkpoint: every replica's copy re-created from the "
+                                     "initializers, training restarted from the first step")
+                       : absl::StrCat(lost_what,
+                                      "no checkpoint: every PS re-created from the initializers, "
+                                      "training restarted from the first step");
     } else if (absl::IsNotFound(restored)) {
-      // Nothing to roll back to: the PS that lost its variables gets fresh ones.
+      // Every PS kept the job's variables and applied steps (one was only
+      // unreachable): nothing to roll back. (CreateAll is idempotent.)
       restored = CreateAll(plan_, ps_);
-      how = "no checkpoint: re-created the lost variables from their initializers";
+      how = "no checkpoint, and every PS kept the job's variables and steps: nothing rolled back";
     } else {
-      how = "restored the newest checkpoint";
+      how = absl::StrCat(lost_what, "restored the newest checkpoint");
     }
     if (restored.ok()) break;
     // A PS that died again during the restore: wait for it once more.
@@ -583,6 +618,16 @@ absl::Status JobRunner::RecoverFromPsFailure() {
     spdlog::warn("job {}: recovery interrupted ({}); waiting for the PS again", job_id_,
                  restored.ToString());
   }
+  // The state restored (or kept) must hold the steps counted now.
+  if (const std::vector<StepDiscrepancy> found =
+          CompareWithPs(AccountingPoint::kQuiescent, nullptr);
+      !found.empty()) {
+    for (const StepDiscrepancy& d : found) Event("accounting", d.message);
+    const absl::Status error = AccountingError(found);
+    return absl::Status(error.code(), absl::StrCat("after PS recovery (", how, "): ",
+                                                   error.message()));
+  }
+  NoteStateIncarnations();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - back);
   // Shares of the run before this rollback never meet those after it.
   ++round_;

@@ -391,6 +391,7 @@ class HangHealth : public HealthChecker {
 TEST(JobRunnerTest, AHungWorkerIsDeclaredLostAndItsClosureRunsElsewhere) {
   Cluster c;
   HangingWorker hanging("hanging", 95, 20);
+  hanging.ps_ = {&c.ps0, &c.ps1};
   HangHealth health(&hanging);
   JobRunnerOptions o = FastRetries();
   o.health = &health;

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/core/job_runner.h"
 #include "gtest/gtest.h"
@@ -67,15 +68,39 @@ class FakeWorker : public WorkerClient {
       hook = on_closure_;
     }
     if (hook) hook(count);
-    absl::MutexLock lock(&mu_);
-    if (failures_left_ > 0) {
-      --failures_left_;
-      return failure_;
+    std::vector<PsClient*> ps;
+    {
+      absl::MutexLock lock(&mu_);
+      if (failures_left_ > 0) {
+        --failures_left_;
+        return failure_;
+      }
+      if (fail_after_ > 0 && count > fail_after_) {
+        return absl::InvalidArgumentError("broken on purpose");
+      }
+      ps = ps_;
     }
-    if (fail_after_ > 0 && count > fail_after_) return absl::InvalidArgumentError("broken on purpose");
     const DataSplit& s = request.split();
-    runs_[{request.mode(), s.epoch(), s.begin()}]++;
     const int64_t n = s.end() - s.begin();
+    if (request.mode() == TRAIN) {
+      // One keyed push per step to every PS, as a worker's Trainer pushes: a
+      // PS error fails the closure with the worker's "ps " prefix.
+      for (int64_t step = 0; step < (n + 9) / 10; ++step) {
+        for (size_t p = 0; p < ps.size(); ++p) {
+          PushRequest push;
+          push.set_job(request.job_id());
+          push.mutable_update()->set_closure_id(request.closure_id());
+          push.mutable_update()->set_step(step);
+          PushResponse pushed;
+          absl::Status st = ps[p]->Push(push, &pushed);
+          if (!st.ok()) {
+            return absl::Status(st.code(), absl::StrCat("ps ", p, ": push: ", st.message()));
+          }
+        }
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    runs_[{request.mode(), s.epoch(), s.begin()}]++;
     response->set_examples(n);
     response->set_steps((n + 9) / 10);
     response->set_loss_sum(0.5 * n);
@@ -109,6 +134,9 @@ class FakeWorker : public WorkerClient {
   std::string name_;
   int64_t train_, eval_;
   absl::Mutex mu_;
+  // The PS each training step is pushed to (one keyed push per step, no
+  // gradients); empty: none.
+  std::vector<PsClient*> ps_;
   bool with_histograms_ = false;
   int closures_ = 0;
   int fail_after_ = 0;
@@ -134,6 +162,10 @@ inline VariableStore::Options StoreOptions() {
 }
 
 struct Cluster {
+  Cluster() {
+    w0.ps_ = {&ps0, &ps1};
+    w1.ps_ = {&ps0, &ps1};
+  }
   VariableStore store0{StoreOptions()}, store1{StoreOptions()};
   InProcessPsClient ps0{&store0}, ps1{&store1};
   FakeWorker w0{"w0", 95, 20}, w1{"w1", 95, 20};

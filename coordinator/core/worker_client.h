@@ -46,6 +46,12 @@ class WorkerClient {
   // default does nothing (in-process workers, test fakes).
   virtual void CancelCalls() {}
   virtual absl::Status Ping(const PingRequest& request, PingResponse* response) = 0;
+  // Lets the worker go at the end of its job (ReleaseJobRequest). This
+  // default does nothing (in-process workers, test fakes hold nothing).
+  virtual absl::Status ReleaseJob(const ReleaseJobRequest& /*request*/,
+                                  ReleaseJobResponse* /*response*/) {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace pscluster

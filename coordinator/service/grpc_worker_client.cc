@@ -63,4 +63,11 @@ absl::Status GrpcWorkerClient::Ping(const PingRequest& request, PingResponse* re
   return FromGrpcStatus(stub_->Ping(&ctx, request, response));
 }
 
+absl::Status GrpcWorkerClient::ReleaseJob(const ReleaseJobRequest& request,
+                                          ReleaseJobResponse* response) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.ping_timeout);
+  return FromGrpcStatus(stub_->ReleaseJob(&ctx, request, response));
+}
+
 }  // namespace pscluster

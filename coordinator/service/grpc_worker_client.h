@@ -37,6 +37,7 @@ class GrpcWorkerClient final : public WorkerClient {
   // TryCancel()s the context of every SetupJob and RunClosure(s) in flight.
   void CancelCalls() override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Ping(const PingRequest& request, PingResponse* response) override;
+  absl::Status ReleaseJob(const ReleaseJobRequest& request, ReleaseJobResponse* response) override;
 
  private:
   // Runs `rpc` under a context with `timeout` that CancelCalls can reach.

@@ -4,16 +4,27 @@
 // after another on long-lived servers never see each other's state, and
 // EndJob frees all of it at once.
 //
-// Every ParameterServer request names its job (`job`, "" being a namespace
-// like any other, for tools and benchmarks); each method here routes the
-// request to that job's store and has the store's contract
+// Every ParameterServer request names its job (never "": INVALID_ARGUMENT;
+// StatsRequest's "" asks for the process's stats alone); each method here
+// routes the request to that job's store and has the store's contract
 // (ps/core/variable_store.h), plus:
+// - only the job's coordinator steers a job: a namespace created with a key
+//   takes CreateVariables, Restore, Save, EndJob, PruneKeys, Stats of the
+//   job and a Pull without a closure's lease only with a ControlAuth MAC
+//   under that key (common/control_auth.h), else PERMISSION_DENIED and
+//   nothing changes. A new namespace's request is checked under the key it
+//   brings. Keyless namespaces (tools, benchmarks, in-process runs) are
+//   refused once RequireJobKeys() was called or any job gave a key here;
+// - Save writes only for a job this PS holds (else NOT_FOUND), only files
+//   strictly under the checkpoint directory its CreateVariables or Restore
+//   named (else PERMISSION_DENIED), never over an existing file
+//   (ALREADY_EXISTS), and not once that directory holds
+//   `checkpoint_quota_bytes` (RESOURCE_EXHAUSTED). Nothing here deletes a
+//   checkpoint: retention is the coordinator's;
 // - CreateVariables and Restore create the job's namespace if it is missing;
 // - Pull, Push and PruneKeys of a job this PS holds nothing of are
 //   NOT_FOUND naming the job (it never created variables here, has ended,
 //   or this PS restarted and lost it: the coordinator then restores it);
-//   Save of such a job writes a file of no variables (so the coordinator
-//   sees that the PS lost them, as it checks the variables saved);
 // - a namespace keeps the job key it was created with (CreateVariablesRequest.
 //   job_key): CreateVariables or Restore of the job with another key is
 //   PERMISSION_DENIED, and with a key every Push needs an UpdateKey whose
@@ -36,6 +47,7 @@
 #ifndef PSCLUSTER_PS_CORE_JOB_STORES_H_
 #define PSCLUSTER_PS_CORE_JOB_STORES_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,6 +78,20 @@ class JobStores {
   JobStores(const JobStores&) = delete;
   JobStores& operator=(const JobStores&) = delete;
 
+  // Refuses keyless namespaces from now on (ps_server does, unless
+  // --allow_keyless_jobs). Call before serving.
+  void RequireJobKeys() { keyless_refused_ = true; }
+  // Save refuses to write once the job's checkpoint directory holds this many
+  // bytes (0: no quota). Call before serving.
+  void set_checkpoint_quota_bytes(int64_t bytes) { checkpoint_quota_bytes_ = bytes; }
+
+  // The data plane's checks on a request's meta (its tensors' bytes not yet
+  // read): the job is held here, and a push of a keyed job carries a valid
+  // lease (CheckPushAuth) or a pull one of its closure's leases or the
+  // coordinator's MAC (CheckPullAuth). Push and Pull run them too.
+  absl::Status CheckPushAuth(const PushRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckPullAuth(const PullRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::Status CreateVariables(const CreateVariablesRequest& request,
                                CreateVariablesResponse* response);
   absl::Status Pull(const PullRequest& request, PullResponse* response);
@@ -76,6 +102,9 @@ class JobStores {
   // is applied or its wait expires. `response` must live until then.
   void PushAsync(const PushRequest& request, PushResponse* response, SyncSteps::Done done);
   absl::Status Stats(const StatsRequest& request, StatsResponse* response);
+  // Stats of `job` ("": the process's) without the coordinator's proof: for
+  // this process's own use (its /metrics), never for a request.
+  absl::Status LocalStats(const std::string& job, StatsResponse* response);
   absl::Status Save(const SaveRequest& request, SaveResponse* response);
   absl::Status Restore(const RestoreRequest& request, RestoreResponse* response);
   absl::Status PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response);
@@ -99,14 +128,25 @@ class JobStores {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The job's store, created empty when missing.
   std::shared_ptr<VariableStore> FindOrCreate(const std::string& job) ABSL_LOCKS_EXCLUDED(mu_);
-  // FindOrCreate, recording `key` as the job's key if it had none;
-  // PERMISSION_DENIED if it holds another.
-  absl::StatusOr<std::shared_ptr<VariableStore>> FindOrCreateWithKey(const std::string& job,
-                                                                     const std::string& key)
+  // FindOrCreate, recording `key` as the job's key (and `checkpoint_dir` as
+  // its checkpoint directory) if it had none; PERMISSION_DENIED if it holds
+  // another key, or if it has none and keyless namespaces are refused.
+  absl::StatusOr<std::shared_ptr<VariableStore>> FindOrCreateWithKey(
+      const std::string& job, const std::string& key, const std::string& checkpoint_dir)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // OK for a job without a key; else PERMISSION_DENIED unless the push's
-  // lease checks and its step lies below the leased count.
-  absl::Status CheckUpdateLease(const PushRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // The key a control request of `job` must be signed under: the
+  // namespace's, or `new_key` for a job this PS does not hold. `held`: whether
+  // it holds the job.
+  std::string ControlKey(const std::string& job, const std::string& new_key, bool* held)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // OK if the request carries ControlAuth under `key` (or `key` is empty and
+  // keyless jobs are allowed); else PERMISSION_DENIED naming the method.
+  template <typename R>
+  absl::Status CheckControl(const std::string& method, const R& request, const std::string& key);
+  // FAILED_PRECONDITION naming --checkpoint_root when this PS has none.
+  absl::Status CheckRoot() const;
+  // Save's confinement: under the job's directory, below its quota.
+  absl::Status CheckSaveName(const SaveRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The job's synchronous steps over `store`, created on first use.
   std::shared_ptr<SyncSteps> SyncFor(const std::string& job,
@@ -123,6 +163,11 @@ class JobStores {
   absl::flat_hash_map<std::string, std::shared_ptr<VariableStore>> stores_ ABSL_GUARDED_BY(mu_);
   // Job keys of the namespaces in stores_ (absent or empty: no leases).
   absl::flat_hash_map<std::string, std::string> keys_ ABSL_GUARDED_BY(mu_);
+  // Checkpoint directories (relative to the root) of the namespaces.
+  absl::flat_hash_map<std::string, std::string> checkpoint_dirs_ ABSL_GUARDED_BY(mu_);
+  // Keyless namespaces are refused (RequireJobKeys, or a job gave a key).
+  std::atomic<bool> keyless_refused_{false};
+  int64_t checkpoint_quota_bytes_ = 0;
   // Each entry holds its store alive as long as the entry exists.
   struct Sync {
     std::shared_ptr<VariableStore> store;

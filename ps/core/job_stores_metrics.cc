@@ -17,17 +17,14 @@ prometheus::ClientMetric Gauge(double value, std::vector<prometheus::ClientMetri
 }  // namespace
 
 std::vector<prometheus::MetricFamily> JobStoresMetrics::Collect() const {
-  StatsResponse all;
-  StatsRequest none;  // any job: every answer lists the jobs held
-  if (!jobs_->Stats(none, &all).ok()) return {};
+  StatsResponse all;  // the process's: every job held
+  if (!jobs_->LocalStats("", &all).ok()) return {};
   // variable name -> (parameter bytes, slot bytes), over every job.
   std::map<std::string, std::pair<int64_t, int64_t>> by_variable;
   int64_t parameters = 0, slots = 0;
   for (const std::string& job : all.jobs()) {
-    StatsRequest request;
-    request.set_job(job);
     StatsResponse response;
-    if (!jobs_->Stats(request, &response).ok()) continue;  // ended meanwhile
+    if (!jobs_->LocalStats(job, &response).ok()) continue;  // ended meanwhile
     for (const VariableStats& v : response.variables()) {
       by_variable[v.name()].first += v.parameter_bytes();
       by_variable[v.name()].second += v.slot_bytes();

@@ -2,11 +2,13 @@
 // frees them; pruned keys stay duplicates, also across a save and restore.
 #include "ps/core/job_stores.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
+#include "common/control_auth.h"
 #include "common/tensor.h"
 #include "common/update_lease.h"
 #include "gmock/gmock.h"
@@ -48,10 +50,19 @@ absl::StatusOr<bool> Push(JobStores& stores, const std::string& job, int64_t siz
   return resp.duplicate();
 }
 
-std::vector<float> Read(JobStores& stores, const std::string& job) {
+// `request` signed by the job's coordinator (key) for `method`.
+template <typename R>
+R Signed(R request, const std::string& key, const std::string& method) {
+  SignRequest(key, method, &request);
+  return request;
+}
+
+// Pulls "w" of `job`; with `key`, signed by the coordinator.
+std::vector<float> Read(JobStores& stores, const std::string& job, const std::string& key = "") {
   PullRequest req;
   req.set_job(job);
   req.add_names("w");
+  if (!key.empty()) SignRequest(key, "Pull", &req);
   PullResponse resp;
   EXPECT_TRUE(stores.Pull(req, &resp).ok());
   if (resp.tensors_size() != 1) return {};
@@ -120,9 +131,12 @@ TEST(JobStoresTest, PrunedKeysAreForgottenButStayDuplicatesAcrossSaveAndRestore)
   ASSERT_NE(mkdtemp(dir), nullptr);
   VariableStore::Options options;  // the same --checkpoint_root before and after
   options.checkpoint_root = dir;
+  ASSERT_EQ(mkdir((std::string(dir) + "/ck").c_str(), 0700), 0);
   JobStores stores(options);
+  CreateVariablesRequest create = OneVariable("j", 1, 0.0f);
+  create.set_checkpoint_dir("ck");
   CreateVariablesResponse created;
-  ASSERT_TRUE(stores.CreateVariables(OneVariable("j", 1, 0.0f), &created).ok());
+  ASSERT_TRUE(stores.CreateVariables(create, &created).ok());
   for (int64_t closure = 0; closure < 10; ++closure) {
     for (int64_t step = 0; step < 5; ++step) ASSERT_FALSE(*Push(stores, "j", 1, closure, step));
   }
@@ -143,7 +157,7 @@ TEST(JobStoresTest, PrunedKeysAreForgottenButStayDuplicatesAcrossSaveAndRestore)
   // into a fresh process (another JobStores).
   SaveRequest save;
   save.set_job("j");
-  save.set_name("ps-0.data");
+  save.set_name("ck/ps-0.data");
   SaveResponse saved;
   ASSERT_TRUE(stores.Save(save, &saved).ok());
 
@@ -172,6 +186,7 @@ TEST(JobStoresTest, PrunedKeysAreForgottenButStayDuplicatesAcrossSaveAndRestore)
   EXPECT_EQ(stats.applied_steps(), 52);
   EXPECT_EQ(stats.duplicate_steps(), 4);
   unlink((std::string(dir) + "/" + saved.name()).c_str());
+  rmdir((std::string(dir) + "/ck").c_str());
   rmdir(dir);
 }
 
@@ -184,7 +199,7 @@ TEST(JobStoresTest, PushesNeedTheirClosuresLeaseWhenTheJobHasAKey) {
   CreateVariablesRequest create = OneVariable("j-1", 4, 0.0f);
   create.set_job_key(key);
   CreateVariablesResponse created;
-  ASSERT_TRUE(stores.CreateVariables(create, &created).ok());
+  ASSERT_TRUE(stores.CreateVariables(Signed(create, key, "CreateVariables"), &created).ok());
 
   auto push = [&](int64_t closure, int64_t step, const std::string& lease, int64_t lease_steps) {
     PushRequest req;
@@ -214,28 +229,175 @@ TEST(JobStoresTest, PushesNeedTheirClosuresLeaseWhenTheJobHasAKey) {
   unkeyed.set_job("j-1");
   PushResponse unkeyed_response;
   EXPECT_EQ(stores.Push(unkeyed, &unkeyed_response).code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(Read(stores, "j-1"), ElementsAre(0, 0, 0, 0));
+  EXPECT_THAT(Read(stores, "j-1", key), ElementsAre(0, 0, 0, 0));
   // The real pushes apply.
   EXPECT_TRUE(push(7, 0, lease7, 2).ok());
   EXPECT_TRUE(push(7, 1, lease7, 2).ok());
-  EXPECT_THAT(Read(stores, "j-1"), ElementsAre(-2, -2, -2, -2));
+  EXPECT_THAT(Read(stores, "j-1", key), ElementsAre(-2, -2, -2, -2));
 
   // The namespace keeps its key: creating or restoring it under another is refused.
   CreateVariablesRequest other = OneVariable("j-1", 4, 0.0f);
-  other.set_job_key(DeriveJobKey(RandomSecret(), "j-1"));
-  EXPECT_EQ(stores.CreateVariables(other, &created).code(), absl::StatusCode::kPermissionDenied);
+  const std::string other_key = DeriveJobKey(RandomSecret(), "j-1");
+  other.set_job_key(other_key);
+  EXPECT_EQ(stores.CreateVariables(Signed(other, other_key, "CreateVariables"), &created).code(),
+            absl::StatusCode::kPermissionDenied);
+  // ... even signed under the held key: the key is not replaced.
+  EXPECT_EQ(stores.CreateVariables(Signed(other, key, "CreateVariables"), &created).code(),
+            absl::StatusCode::kPermissionDenied);
   RestoreRequest restore;
   restore.set_job("j-1");
   *restore.mutable_variables() = other;
   RestoreResponse restored;
-  EXPECT_EQ(stores.Restore(restore, &restored).code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(Read(stores, "j-1"), ElementsAre(-2, -2, -2, -2));
-  // Once ended, the id is free for a new key.
+  EXPECT_FALSE(stores.Restore(Signed(restore, other_key, "Restore"), &restored).ok());
+  EXPECT_THAT(Read(stores, "j-1", key), ElementsAre(-2, -2, -2, -2));
+  // Once ended (by its coordinator), the id is free for a new key.
   EndJobRequest end;
   end.set_job("j-1");
   EndJobResponse ended;
-  ASSERT_TRUE(stores.EndJob(end, &ended).ok());
-  EXPECT_TRUE(stores.CreateVariables(other, &created).ok());
+  ASSERT_TRUE(stores.EndJob(Signed(end, key, "EndJob"), &ended).ok());
+  EXPECT_TRUE(ended.existed());
+  EXPECT_TRUE(stores.CreateVariables(Signed(other, other_key, "CreateVariables"), &created).ok());
+}
+
+// Issue 22: only the job's coordinator steers a keyed job. Every control
+// request without its MAC (or with a MAC of other values) is refused and
+// changes nothing; strangers' pulls need a closure's lease.
+TEST(JobStoresTest, ControlRequestsOfAKeyedJobNeedTheCoordinatorsMac) {
+  char dir[] = "/tmp/job_stores_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string root = dir;
+  ASSERT_EQ(mkdir((root + "/ck").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((root + "/other").c_str(), 0700), 0);
+  VariableStore::Options options;
+  options.checkpoint_root = root;
+  JobStores stores(options);
+  const std::string key = DeriveJobKey(RandomSecret(), "j");
+  CreateVariablesRequest create = OneVariable("j", 4, 0.0f);
+  create.set_job_key(key);
+  create.set_checkpoint_dir("ck");
+  CreateVariablesResponse created;
+  // Unsigned, or signed under another key: refused.
+  EXPECT_EQ(stores.CreateVariables(create, &created).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(stores.CreateVariables(Signed(create, "wrong", "CreateVariables"), &created).code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(stores.CreateVariables(Signed(create, key, "CreateVariables"), &created).ok());
+  const std::string lease = MakeLease(key, "j", 3, 2);
+  auto push = [&](int64_t closure, int64_t step, const std::string& l, int64_t steps) {
+    PushRequest req;
+    req.set_job("j");
+    NamedTensor* g = req.add_gradients();
+    g->set_name("w");
+    EncodeTensor({4}, std::vector<float>(4, 1.0f), g->mutable_tensor());
+    req.mutable_update()->set_closure_id(closure);
+    req.mutable_update()->set_step(step);
+    req.mutable_update()->set_lease(l);
+    req.mutable_update()->set_lease_steps(steps);
+    PushResponse resp;
+    return stores.Push(req, &resp);
+  };
+  ASSERT_TRUE(push(3, 0, lease, 2).ok());
+
+  // PruneKeys past every closure: had it been taken, every later push would
+  // be a duplicate.
+  PruneKeysRequest prune;
+  prune.set_job("j");
+  prune.set_below_closure_id(int64_t{1} << 62);
+  PruneKeysResponse pruned;
+  EXPECT_EQ(stores.PruneKeys(prune, &pruned).code(), absl::StatusCode::kPermissionDenied);
+  PruneKeysRequest replayed = Signed(prune, key, "PruneKeys");
+  replayed.set_below_closure_id(1);  // a MAC of another value
+  EXPECT_EQ(stores.PruneKeys(replayed, &pruned).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(stores.PruneKeys(Signed(prune, key, "EndJob"), &pruned).code(),
+            absl::StatusCode::kPermissionDenied);  // a MAC of another method
+  ASSERT_TRUE(push(3, 1, lease, 2).ok());  // not a duplicate: nothing was pruned
+
+  EndJobRequest end;
+  end.set_job("j");
+  EndJobResponse ended;
+  EXPECT_EQ(stores.EndJob(end, &ended).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(ended.existed());
+
+  StatsRequest stats_request;
+  stats_request.set_job("j");
+  StatsResponse stats;
+  EXPECT_EQ(stores.Stats(stats_request, &stats).code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(stores.Stats(Signed(stats_request, key, "Stats"), &stats).ok());
+  EXPECT_EQ(stats.applied_steps(), 2);
+  StatsResponse process;
+  ASSERT_TRUE(stores.Stats(StatsRequest(), &process).ok());  // no job: no proof needed
+  EXPECT_THAT(process.jobs(), ElementsAre("j"));
+  EXPECT_TRUE(process.checkpoint_root());
+  EXPECT_EQ(process.variables_size(), 0);
+
+  // Pulls: a closure's lease (an eval closure's covers 0 steps) or the MAC.
+  PullRequest pull;
+  pull.set_job("j");
+  pull.add_names("w");
+  PullResponse pulled;
+  EXPECT_EQ(stores.Pull(pull, &pulled).code(), absl::StatusCode::kPermissionDenied);
+  const std::string eval_lease = MakeLease(key, "j", (int64_t{1} << 62) | 5, 0);
+  pull.mutable_lease()->set_closure_id((int64_t{1} << 62) | 5);
+  pull.mutable_lease()->set_lease(eval_lease);
+  EXPECT_TRUE(stores.Pull(pull, &pulled).ok());
+  EXPECT_EQ(push((int64_t{1} << 62) | 5, 0, eval_lease, 0).code(),
+            absl::StatusCode::kPermissionDenied);  // an eval lease pushes nothing
+  pull.mutable_lease()->set_closure_id(6);
+  EXPECT_EQ(stores.Pull(pull, &pulled).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(Read(stores, "j", key), ElementsAre(-2, -2, -2, -2));
+
+  // Save: signed, under the job's own directory, never over a file.
+  SaveRequest save;
+  save.set_job("j");
+  save.set_name("ck/ckpt-1/ps-0.data");
+  ASSERT_EQ(mkdir((root + "/ck/ckpt-1").c_str(), 0700), 0);
+  SaveResponse saved;
+  EXPECT_EQ(stores.Save(save, &saved).code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(stores.Save(Signed(save, key, "Save"), &saved).ok());
+  EXPECT_EQ(stores.Save(Signed(save, key, "Save"), &saved).code(),
+            absl::StatusCode::kAlreadyExists);
+  SaveRequest elsewhere = save;
+  elsewhere.set_name("other/ps-0.data");
+  EXPECT_EQ(stores.Save(Signed(elsewhere, key, "Save"), &saved).code(),
+            absl::StatusCode::kPermissionDenied);
+  SaveRequest not_held = save;
+  not_held.set_job("nobody");
+  not_held.set_name("ck/ckpt-1/ps-1.data");
+  EXPECT_EQ(stores.Save(not_held, &saved).code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(access((root + "/ck/ckpt-1/ps-1.data").c_str(), F_OK), 0);
+  EXPECT_NE(access((root + "/other/ps-0.data").c_str(), F_OK), 0);
+
+  // A job id is never empty; a keyless job is refused once a job gave a key.
+  EXPECT_EQ(stores.CreateVariables(OneVariable("", 4, 0.0f), &created).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(stores.CreateVariables(OneVariable("keyless", 4, 0.0f), &created).code(),
+            absl::StatusCode::kPermissionDenied);
+
+  // The quota: once the job's directory holds that many bytes, Save stops.
+  stores.set_checkpoint_quota_bytes(1);
+  save.set_name("ck/ckpt-1/ps-2.data");
+  EXPECT_EQ(stores.Save(Signed(save, key, "Save"), &saved).code(),
+            absl::StatusCode::kResourceExhausted);
+
+  // The coordinator ends it.
+  ASSERT_TRUE(stores.EndJob(Signed(end, key, "EndJob"), &ended).ok());
+  EXPECT_TRUE(ended.existed());
+  unlink((root + "/ck/ckpt-1/ps-0.data").c_str());
+  rmdir((root + "/ck/ckpt-1").c_str());
+  rmdir((root + "/ck").c_str());
+  rmdir((root + "/other").c_str());
+  rmdir(dir);
+}
+
+TEST(JobStoresTest, RequireJobKeysRefusesKeylessJobs) {
+  JobStores stores;
+  stores.RequireJobKeys();
+  CreateVariablesResponse created;
+  EXPECT_EQ(stores.CreateVariables(OneVariable("tool", 4, 0.0f), &created).code(),
+            absl::StatusCode::kPermissionDenied);
+  const std::string key = DeriveJobKey(RandomSecret(), "job");
+  CreateVariablesRequest create = OneVariable("job", 4, 0.0f);
+  create.set_job_key(key);
+  EXPECT_TRUE(stores.CreateVariables(Signed(create, key, "CreateVariables"), &created).ok());
 }
 
 TEST(JobStoresTest, UnknownJobIsNotFoundForReadsButEmptyForStats) {

@@ -7,8 +7,11 @@
 // them — variables at CreateVariables and Restore, hash-table rows before a
 // push or lookup that may create them — and release them when freed, so a
 // request that would pass the limit is refused before anything of it is
-// applied. Bookkeeping the budget does not count: message buffers, hash-map
-// entries and the spare capacity of growing hash-table arenas.
+// applied. Besides, the raw data plane (ps/service/data_plane_server.h)
+// reserves the request buffers its connections grow and keep, so held() may
+// exceed held_bytes by those. Bookkeeping the budget does not count: gRPC's
+// message buffers, answers, hash-map entries and the spare capacity of
+// growing hash-table arenas.
 //
 // Thread-safe (one atomic counter).
 #ifndef PSCLUSTER_PS_CORE_MEMORY_BUDGET_H_

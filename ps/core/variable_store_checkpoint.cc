@@ -122,7 +122,7 @@ absl::Status VariableStore::Save(const SaveRequest& request, SaveResponse* respo
   ASSIGN_OR_RETURN(const std::string path, CheckpointPath(request.name()));
   absl::WriterMutexLock state(&state_mu_);
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFileWriter> writer,
-                   CheckpointFileWriter::Create(path));
+                   CheckpointFileWriter::Create(path, CheckpointFileWriter::Existing::kRefuse));
   CheckpointDataHeader header;
   header.set_format_version(kCheckpointFormatVersion);
   header.set_ps_index(request.ps_index());

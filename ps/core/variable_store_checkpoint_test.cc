@@ -151,10 +151,13 @@ void Train(Cluster& c, int step) {
 }
 
 std::vector<CheckpointFile> Save(Cluster& c, const std::string& name) {
+  // A committed file is never replaced: every save gets names of its own.
+  static int saves = 0;
+  const int serial = saves++;
   std::vector<CheckpointFile> files;
   for (size_t i = 0; i < c.ps.size(); ++i) {
     SaveRequest req;
-    req.set_name(absl::StrCat(name, "-ps-", i, ".data"));
+    req.set_name(absl::StrCat(name, "-", serial, "-ps-", i, ".data"));
     req.set_ps_index(static_cast<int>(i));
     SaveResponse resp;
     EXPECT_TRUE(c.ps[i]->Save(req, &resp).ok());

@@ -4,9 +4,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -19,6 +21,25 @@ namespace {
 // call (a worker sends the same tensors every step) unless the request was
 // larger than this: then they are freed, as the gRPC path's pools do.
 constexpr uint64_t kKeepBuffersBytes = 160 << 20;
+// A meta (and payload sizes) buffer larger than this is not kept.
+constexpr size_t kKeepHeadBytes = 1 << 20;
+
+int64_t Capacity(const std::string& s) { return static_cast<int64_t>(s.capacity()); }
+
+int64_t HeadCapacity(const FrameHead& head) {
+  return Capacity(head.meta) +
+         static_cast<int64_t>(head.payload_sizes.capacity() * sizeof(uint64_t));
+}
+
+// The capacity of a request's payload buffers.
+template <typename Request>
+int64_t PayloadCapacity(Request* request) {
+  std::vector<std::string*> fields;
+  PayloadFields(request, &fields);
+  int64_t bytes = 0;
+  for (const std::string* field : fields) bytes += Capacity(*field);
+  return bytes;
+}
 
 // Answers with an error; best effort (the connection may be gone).
 void WriteError(int fd, const absl::Status& status) {
@@ -58,21 +79,68 @@ void DataPlaneServer::Shutdown() {
       &connections_));
 }
 
-void DataPlaneServer::Connection::Release() {
-  push = PushRequest();
-  pushed = PushResponse();
-  pull = PullRequest();
-  pulled = PullResponse();
+void DataPlaneServer::AdjustBufferBytes(int64_t delta) {
+  if (delta == 0) return;
+  buffer_bytes_.fetch_add(delta);
+  if (options_.memory_budget == nullptr) return;
+  if (delta > 0) {
+    options_.memory_budget->Charge(delta);
+  } else {
+    options_.memory_budget->Release(-delta);
+  }
+}
+
+absl::Status DataPlaneServer::ReserveFrameBytes(uint64_t bytes, FrameBytes* reserved) {
+  const int64_t n = static_cast<int64_t>(bytes);
+  const int64_t pending = pending_.fetch_add(n) + n;
+  if (pending > options_.max_pending_bytes) {
+    pending_.fetch_sub(n);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "data plane: ", n, " more bytes for a frame would put ", pending,
+        " bytes in frames still arriving over all connections, past the limit of ",
+        options_.max_pending_bytes, " bytes (ps_server --data_plane_max_pending_bytes)"));
+  }
+  if (options_.memory_budget != nullptr) {
+    absl::Status s =
+        options_.memory_budget->Reserve(n, "data plane: buffers of a frame still arriving");
+    if (!s.ok()) {
+      pending_.fetch_sub(n);
+      return s;
+    }
+  }
+  buffer_bytes_.fetch_add(n);
+  reserved->frame += n;
+  return absl::OkStatus();
+}
+
+void DataPlaneServer::EndFrame(Connection* c, const FrameHead& head, FrameBytes* reserved) {
+  pending_.fetch_sub(reserved->frame);
+  const int64_t head_now = HeadCapacity(head);
+  const int64_t kept_now = PayloadCapacity(&c->push) + PayloadCapacity(&c->pull);
+  AdjustBufferBytes(head_now + kept_now - (reserved->head + c->kept_bytes + reserved->frame));
+  reserved->frame = 0;
+  reserved->head = head_now;
+  c->kept_bytes = kept_now;
+}
+
+void DataPlaneServer::Release(Connection* c) {
+  c->push = PushRequest();
+  c->pushed = PushResponse();
+  c->pull = PullRequest();
+  c->pulled = PullResponse();
+  AdjustBufferBytes(-c->kept_bytes);
+  c->kept_bytes = 0;
 }
 
 void DataPlaneServer::ReleaseBuffers() {
   absl::MutexLock lock(&mu_);
   for (const auto& [fd, c] : connections_) {
+    // Flagged first: a busy connection's thread checks the flag after it
+    // lets go of its call, so the release is never left for a later call.
+    c->release.store(true);
     if (c->mu.TryLock()) {
-      c->Release();
+      if (c->release.exchange(false)) Release(c.get());
       c->mu.Unlock();
-    } else {
-      c->release.store(true);
     }
   }
 }
@@ -95,9 +163,13 @@ void DataPlaneServer::AcceptLoop() {
       mu_.Lock();
       continue;
     }
-    if (connections_.size() >= static_cast<size_t>(options_.max_connections)) {
+    if (connections_.size() >= static_cast<size_t>(options_.max_connections) ||
+        unproven_ >= options_.max_unproven_connections) {
       if (absl::Now() - last_refusal_logged > absl::Seconds(10)) {
-        spdlog::warn("data plane: {} connections open, refusing more", connections_.size());
+        spdlog::warn(
+            "data plane: {} connections open, {} of them not yet past a job check; refusing "
+            "more",
+            connections_.size(), unproven_);
         last_refusal_logged = absl::Now();
       }
       close(fd);
@@ -105,23 +177,41 @@ void DataPlaneServer::AcceptLoop() {
     }
     auto connection = std::make_shared<Connection>(fd);
     connections_.emplace(fd, connection);
+    ++unproven_;
     std::thread([this, connection] { Serve(connection); }).detach();
   }
 }
 
 void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
   const int fd = c->fd;
-  PushRequest& push = c->push;
-  PushResponse& pushed = c->pushed;
-  PullRequest& pull = c->pull;
-  PullResponse& pulled = c->pulled;
+  // A stranger's first frame must come soon; a proven connection may idle.
+  const absl::Time first_frame_deadline =
+      absl::Now() + std::min(options_.idle_timeout, options_.frame_timeout);
+  FrameBytes reserved;
+  FrameLimits limits;
+  limits.max_bytes = options_.max_message_bytes;
+  limits.max_meta_bytes = options_.max_unproven_meta_bytes;
+  limits.grow = [this, &reserved](uint64_t bytes) { return ReserveFrameBytes(bytes, &reserved); };
+  FrameHead head;                 // reused: its meta's buffer is kept for the next frame
+  std::vector<std::string> kept;  // a request's payload buffers while its meta is checked
+  bool proven = false;
   absl::Status status = SetNoDelay(fd);
   while (status.ok()) {
-    FrameHead head;
+    if (c->release.load()) {  // ReleaseBuffers came during the last call
+      absl::MutexLock call_lock(&c->mu);
+      if (c->release.exchange(false)) Release(c.get());
+      head = FrameHead();
+      AdjustBufferBytes(-reserved.head);
+      reserved.head = 0;
+    }
     bool closed = false;
-    status = ReadFrameHead(fd, options_.max_message_bytes, absl::Now() + options_.idle_timeout,
-                           options_.frame_timeout, &head, &closed);
+    const absl::Time first_byte_deadline =
+        proven ? absl::Now() + options_.idle_timeout : first_frame_deadline;
+    status = ReadFrameHead(fd, limits, first_byte_deadline, options_.frame_timeout, &head, &closed);
+    // The messages are this call's until it is answered (ReleaseBuffers).
+    absl::MutexLock call_lock(&c->mu);
     if (!status.ok()) {
+      EndFrame(c.get(), head, &reserved);
       // The peer's end (or Shutdown) is the normal way out; a bad frame is
       // answered so that its sender sees why.
       if (!closed && (absl::IsInvalidArgument(status) || absl::IsResourceExhausted(status))) {
@@ -129,54 +219,91 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
       }
       break;
     }
-    // The messages are this call's until it is answered (ReleaseBuffers).
-    absl::MutexLock call_lock(&c->mu);
     const absl::Time start = absl::Now();
-    absl::Status result;
-    if (head.kind == kDataPlanePush) {
-      status = ReceiveMessage(fd, head, &push, head.deadline);
-      if (!status.ok()) {
-        if (absl::IsInvalidArgument(status)) WriteError(fd, status);
-        break;
-      }
-      pushed.Clear();
-      absl::Notification done;
-      // Answered on this thread, or by the thread of the call that completes
-      // a synchronous step (ps/core/sync_steps.h).
-      jobs_->PushAsync(push, &pushed, [&](absl::Status s) {
-        result = std::move(s);
-        done.Notify();
-      });
-      done.WaitForNotification();
-      if (handler_ != nullptr) handler_->Record("Push", result, start);
-      calls_.fetch_add(1);
-      status = result.ok() ? WriteMessage(fd, kDataPlaneAnswer, &pushed,
-                                          absl::Now() + options_.frame_timeout)
-                           : (WriteError(fd, result), absl::OkStatus());
-      if (head.payload_bytes > kKeepBuffersBytes) c->Release();
-    } else if (head.kind == kDataPlanePull) {
-      status = ReceiveMessage(fd, head, &pull, head.deadline);
-      if (!status.ok()) {
-        if (absl::IsInvalidArgument(status)) WriteError(fd, status);
-        break;
-      }
-      pulled.Clear();
-      result = jobs_->Pull(pull, &pulled);
-      if (handler_ != nullptr) handler_->Record("Pull", result, start);
-      calls_.fetch_add(1);
-      status = result.ok() ? WriteMessage(fd, kDataPlaneAnswer, &pulled,
-                                          absl::Now() + options_.frame_timeout)
-                           : (WriteError(fd, result), absl::OkStatus());
-      if (pulled.ByteSizeLong() > kKeepBuffersBytes) c->Release();
-    } else {
+    const bool push = head.kind == kDataPlanePush;
+    if (!push && head.kind != kDataPlanePull) {
+      EndFrame(c.get(), head, &reserved);
       // Its payloads were not read: the connection is out of step.
       WriteError(fd, absl::InvalidArgumentError(
                          absl::StrCat("unknown data-plane frame kind ", head.kind)));
       break;
     }
-    if (c->release.exchange(false)) c->Release();
+    const char* method = push ? "Push" : "Pull";
+    // The meta, checked before a byte of the payloads is read.
+    status = push ? ParseFrameMeta(head, &c->push, &kept) : ParseFrameMeta(head, &c->pull, &kept);
+    if (!status.ok()) {
+      kept.clear();
+      EndFrame(c.get(), head, &reserved);
+      WriteError(fd, status);
+      break;
+    }
+    const absl::Status auth = push ? jobs_->CheckPushAuth(c->push) : jobs_->CheckPullAuth(c->pull);
+    if (!auth.ok()) {
+      kept.clear();
+      EndFrame(c.get(), head, &reserved);
+      if (handler_ != nullptr) handler_->Record(method, auth, start);
+      calls_.fetch_add(1);
+      WriteError(fd, auth);
+      // Dropped unread-into-memory, so that a sender still writing them sees
+      // the answer (a restarted PS's NOT_FOUND) rather than a reset.
+      (void)Discard(fd, head.payload_bytes, head.deadline);
+      break;
+    }
+    if (!proven) {
+      proven = true;
+      limits.max_meta_bytes = options_.max_message_bytes;
+      absl::MutexLock lock(&mu_);
+      --unproven_;
+    }
+    status = push ? ReadFramePayloads(fd, head, &c->push, &kept, head.deadline, limits.grow)
+                  : ReadFramePayloads(fd, head, &c->pull, &kept, head.deadline, limits.grow);
+    kept.clear();
+    if (head.meta.capacity() > kKeepHeadBytes) head.meta = std::string();
+    if (head.payload_sizes.capacity() * sizeof(uint64_t) > kKeepHeadBytes) {
+      head.payload_sizes = std::vector<uint64_t>();
+    }
+    EndFrame(c.get(), head, &reserved);
+    if (!status.ok()) {
+      if (absl::IsInvalidArgument(status) || absl::IsResourceExhausted(status)) {
+        WriteError(fd, status);
+      }
+      break;
+    }
+    absl::Status result;
+    if (push) {
+      c->pushed.Clear();
+      absl::Notification done;
+      // Answered on this thread, or by the thread of the call that completes
+      // a synchronous step (ps/core/sync_steps.h).
+      jobs_->PushAsync(c->push, &c->pushed, [&](absl::Status s) {
+        result = std::move(s);
+        done.Notify();
+      });
+      done.WaitForNotification();
+      if (handler_ != nullptr) handler_->Record(method, result, start);
+      calls_.fetch_add(1);
+      status = result.ok() ? WriteMessage(fd, kDataPlaneAnswer, &c->pushed,
+                                          absl::Now() + options_.frame_timeout)
+                           : (WriteError(fd, result), absl::OkStatus());
+      if (head.payload_bytes > kKeepBuffersBytes) Release(c.get());
+    } else {
+      c->pulled.Clear();
+      result = jobs_->Pull(c->pull, &c->pulled);
+      if (handler_ != nullptr) handler_->Record(method, result, start);
+      calls_.fetch_add(1);
+      status = result.ok() ? WriteMessage(fd, kDataPlaneAnswer, &c->pulled,
+                                          absl::Now() + options_.frame_timeout)
+                           : (WriteError(fd, result), absl::OkStatus());
+      if (c->pulled.ByteSizeLong() > kKeepBuffersBytes) Release(c.get());
+    }
   }
+  {
+    absl::MutexLock call_lock(&c->mu);
+    Release(c.get());
+  }
+  AdjustBufferBytes(-reserved.head);
   absl::MutexLock lock(&mu_);
+  if (!proven) --unproven_;
   connections_.erase(fd);
   close(fd);
 }

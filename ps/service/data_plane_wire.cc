@@ -50,6 +50,8 @@ void SplitRequest(const PullRequest& request, PullRequest* meta,
     meta->add_lookups()->set_name(lookup.name());
     payloads->push_back(lookup.ids());
   }
+  if (request.has_lease()) *meta->mutable_lease() = request.lease();
+  if (request.has_auth()) *meta->mutable_auth() = request.auth();
 }
 
 void SplitRequest(const PushRequest& request, PushRequest* meta,
@@ -90,12 +92,14 @@ absl::Status WriteMessage(int fd, uint16_t kind, Message* message, absl::Time de
 }
 
 template <typename Message>
-absl::Status ReceiveMessage(int fd, const FrameHead& head, Message* message, absl::Time deadline) {
+absl::Status ParseFrameMeta(const FrameHead& head, Message* message,
+                            std::vector<std::string>* kept) {
   // The buffers of the message's last payloads, kept for this one's.
   std::vector<std::string*> fields;
   PayloadFields(message, &fields);
-  std::vector<std::string> spare(fields.size());
-  for (size_t i = 0; i < fields.size(); ++i) fields[i]->swap(spare[i]);
+  kept->clear();
+  kept->resize(fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) fields[i]->swap((*kept)[i]);
   if (!message->ParseFromString(head.meta)) {
     return absl::InvalidArgumentError(absl::StrCat("malformed ", message->GetTypeName(),
                                                    " on the data plane (", head.meta.size(),
@@ -108,22 +112,56 @@ absl::Status ReceiveMessage(int fd, const FrameHead& head, Message* message, abs
         absl::StrCat(message->GetTypeName(), " on the data plane announces ", fields.size(),
                      " tensors but its frame carries ", head.payload_sizes.size()));
   }
+  // Bytes the meta carried inline in payload fields are dropped: the
+  // payloads replace them.
+  for (std::string* field : fields) field->clear();
+  return absl::OkStatus();
+}
+
+template <typename Message>
+absl::Status ReadFramePayloads(int fd, const FrameHead& head, Message* message,
+                               std::vector<std::string>* kept, absl::Time deadline,
+                               const FrameGrowth& grow) {
+  std::vector<std::string*> fields;
+  PayloadFields(message, &fields);
   for (size_t i = 0; i < fields.size(); ++i) {
     std::string* field = fields[i];
-    if (i < spare.size()) field->swap(spare[i]);
-    // Shrinking (or keeping the size) writes nothing; growing zero-fills only
-    // the new part.
-    field->resize(head.payload_sizes[i]);
-    if (absl::Status s = ReadFull(fd, field->data(), field->size(), deadline); !s.ok()) return s;
+    if (i < kept->size()) field->swap((*kept)[i]);
+    // Into the kept buffer when it is large enough (shrinking or keeping the
+    // size writes nothing); else it grows as the bytes arrive.
+    if (absl::Status s = ReadGrowing(fd, head.payload_sizes[i], field, deadline, grow); !s.ok()) {
+      return s;
+    }
   }
+  kept->clear();
   return absl::OkStatus();
+}
+
+template <typename Message>
+absl::Status ReceiveMessage(int fd, const FrameHead& head, Message* message, absl::Time deadline,
+                            const FrameGrowth& grow) {
+  std::vector<std::string> kept;
+  if (absl::Status s = ParseFrameMeta(head, message, &kept); !s.ok()) return s;
+  return ReadFramePayloads(fd, head, message, &kept, deadline, grow);
 }
 
 template absl::Status WriteMessage(int, uint16_t, PushResponse*, absl::Time);
 template absl::Status WriteMessage(int, uint16_t, PullResponse*, absl::Time);
-template absl::Status ReceiveMessage(int, const FrameHead&, PushRequest*, absl::Time);
-template absl::Status ReceiveMessage(int, const FrameHead&, PullRequest*, absl::Time);
-template absl::Status ReceiveMessage(int, const FrameHead&, PushResponse*, absl::Time);
-template absl::Status ReceiveMessage(int, const FrameHead&, PullResponse*, absl::Time);
+template absl::Status ReceiveMessage(int, const FrameHead&, PushRequest*, absl::Time,
+                                     const FrameGrowth&);
+template absl::Status ReceiveMessage(int, const FrameHead&, PullRequest*, absl::Time,
+                                     const FrameGrowth&);
+template absl::Status ReceiveMessage(int, const FrameHead&, PushResponse*, absl::Time,
+                                     const FrameGrowth&);
+template absl::Status ReceiveMessage(int, const FrameHead&, PullResponse*, absl::Time,
+                                     const FrameGrowth&);
+template absl::Status ParseFrameMeta(const FrameHead&, PushRequest*, std::vector<std::string>*);
+template absl::Status ParseFrameMeta(const FrameHead&, PullRequest*, std::vector<std::string>*);
+template absl::Status ReadFramePayloads(int, const FrameHead&, PushRequest*,
+                                        std::vector<std::string>*, absl::Time,
+                                        const FrameGrowth&);
+template absl::Status ReadFramePayloads(int, const FrameHead&, PullRequest*,
+                                        std::vector<std::string>*, absl::Time,
+                                        const FrameGrowth&);
 
 }  // namespace pscluster

@@ -15,7 +15,9 @@
 // next (pooled requests, a worker's per-step responses) keep those strings'
 // buffers: ReceiveMessage moves them aside before parsing and back after, so
 // a tensor of the same size as last time is read into memory that is already
-// there, with no allocation and no zero-fill.
+// there, with no allocation and no zero-fill. A payload larger than the
+// buffer kept for it is not allocated at the size the frame announces: the
+// buffer grows as its bytes arrive (ReadGrowing, rpc/frame_socket.h).
 #ifndef PSCLUSTER_PS_SERVICE_DATA_PLANE_WIRE_H_
 #define PSCLUSTER_PS_SERVICE_DATA_PLANE_WIRE_H_
 
@@ -59,9 +61,26 @@ absl::Status WriteMessage(int fd, uint16_t kind, Message* message, absl::Time de
 // Parses the frame whose head was just read into `message`, reading its
 // payloads from `fd` into `message`'s fields. INVALID_ARGUMENT when the meta
 // does not parse or announces other payloads than the frame carries (the
-// connection is then out of step: close it).
+// connection is then out of step: close it); `grow`'s status when it refuses
+// a buffer's growth.
 template <typename Message>
-absl::Status ReceiveMessage(int fd, const FrameHead& head, Message* message, absl::Time deadline);
+absl::Status ReceiveMessage(int fd, const FrameHead& head, Message* message, absl::Time deadline,
+                            const FrameGrowth& grow = {});
+
+// ReceiveMessage in two steps, for a server that checks the request's meta
+// before it reads (and allocates for) any payload. ParseFrameMeta parses the
+// meta into `message`, setting its payload fields' buffers aside in `*kept`
+// (INVALID_ARGUMENT as ReceiveMessage); ReadFramePayloads then reads the
+// payloads into those buffers. Not calling ReadFramePayloads leaves the
+// connection out of step (the payloads unread) and `message`'s payload fields
+// empty; the buffers in `*kept` are freed with it.
+template <typename Message>
+absl::Status ParseFrameMeta(const FrameHead& head, Message* message,
+                            std::vector<std::string>* kept);
+template <typename Message>
+absl::Status ReadFramePayloads(int fd, const FrameHead& head, Message* message,
+                               std::vector<std::string>* kept, absl::Time deadline,
+                               const FrameGrowth& grow = {});
 
 }  // namespace pscluster
 

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "rpc/peer_role.h"
+
 namespace pscluster {
 namespace {
 
@@ -25,9 +27,10 @@ ParameterServerService::ParameterServerService(JobStores* jobs,
       push_requests_(kMaxPooledBytes),
       push_responses_(kMaxPooledBytes) {}
 
-grpc::Status ParameterServerService::CreateVariables(grpc::ServerContext*,
+grpc::Status ParameterServerService::CreateVariables(grpc::ServerContext* context,
                                                      const CreateVariablesRequest* request,
                                                      CreateVariablesResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "CreateVariables"); !s.ok()) return s;
   return handler_.Run("CreateVariables",
                       [&] { return jobs_->CreateVariables(*request, response); });
 }
@@ -35,6 +38,11 @@ grpc::Status ParameterServerService::CreateVariables(grpc::ServerContext*,
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"worker", "coordinator"}, "Pull"); !s.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(s);
+    return reactor;
+  }
   std::shared_ptr<PullRequest> req = pull_requests_.Get();
   std::shared_ptr<PullResponse> resp = pull_responses_.Get();
   grpc::Status status = handler_.Run("Pull", [&]() -> absl::Status {
@@ -53,6 +61,11 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"worker", "coordinator"}, "Push"); !s.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(s);
+    return reactor;
+  }
   const absl::Time start = absl::Now();
   std::shared_ptr<PushRequest> req = push_requests_.Get();
   std::shared_ptr<PushResponse> resp = push_responses_.Get();
@@ -86,23 +99,30 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
   return reactor;
 }
 
-grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const StatsRequest* request,
+grpc::Status ParameterServerService::Stats(grpc::ServerContext* context, const StatsRequest* request,
                                            StatsResponse* response) {
+  // The process's own stats (no job) are a health check's: any role.
+  if (!request->job().empty()) {
+    if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "Stats"); !s.ok()) return s;
+  }
   return handler_.Run("Stats", [&] { return jobs_->Stats(*request, response); });
 }
 
-grpc::Status ParameterServerService::Save(grpc::ServerContext*, const SaveRequest* request,
+grpc::Status ParameterServerService::Save(grpc::ServerContext* context, const SaveRequest* request,
                                           SaveResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "Save"); !s.ok()) return s;
   return handler_.Run("Save", [&] { return jobs_->Save(*request, response); });
 }
 
-grpc::Status ParameterServerService::Restore(grpc::ServerContext*, const RestoreRequest* request,
+grpc::Status ParameterServerService::Restore(grpc::ServerContext* context, const RestoreRequest* request,
                                              RestoreResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "Restore"); !s.ok()) return s;
   return handler_.Run("Restore", [&] { return jobs_->Restore(*request, response); });
 }
 
-grpc::Status ParameterServerService::EndJob(grpc::ServerContext*, const EndJobRequest* request,
+grpc::Status ParameterServerService::EndJob(grpc::ServerContext* context, const EndJobRequest* request,
                                             EndJobResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "EndJob"); !s.ok()) return s;
   grpc::Status status = handler_.Run("EndJob", [&] { return jobs_->EndJob(*request, response); });
   // A job's variables may be most of this process, and the pooled messages
   // were sized for its tensors: hand both back now.
@@ -119,14 +139,19 @@ grpc::Status ParameterServerService::EndJob(grpc::ServerContext*, const EndJobRe
   return status;
 }
 
-grpc::Status ParameterServerService::PruneKeys(grpc::ServerContext*,
+grpc::Status ParameterServerService::PruneKeys(grpc::ServerContext* context,
                                                const PruneKeysRequest* request,
                                                PruneKeysResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "PruneKeys"); !s.ok()) return s;
   return handler_.Run("PruneKeys", [&] { return jobs_->PruneKeys(*request, response); });
 }
 
-grpc::Status ParameterServerService::DataPlane(grpc::ServerContext*, const DataPlaneRequest*,
+grpc::Status ParameterServerService::DataPlane(grpc::ServerContext* context,
+                                               const DataPlaneRequest*,
                                                DataPlaneResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"worker", "coordinator"}, "DataPlane"); !s.ok()) {
+    return s;
+  }
   DataPlaneServer* data_plane = data_plane_.load();
   response->set_port(data_plane != nullptr ? data_plane->port() : 0);
   return grpc::Status::OK;

@@ -39,6 +39,15 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
+// The job every case addresses (keyless: the PS runs as for tools).
+constexpr char kJob[] = "test-job";
+
+StatsRequest JobStats() {
+  StatsRequest request;
+  request.set_job(kJob);
+  return request;
+}
+
 // The parameter: whether the PS serves a data plane.
 class PsServiceTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -62,6 +71,8 @@ class PsServiceTest : public ::testing::TestWithParam<bool> {
     client_ = std::make_unique<GrpcPsClient>(options);
 
     CreateVariablesRequest req;
+    req.set_job(kJob);
+    req.set_checkpoint_dir(".");  // the root
     VariableSpecProto* spec = req.add_variables();
     spec->set_name("w");
     spec->set_dtype(DT_FLOAT32);
@@ -78,6 +89,7 @@ class PsServiceTest : public ::testing::TestWithParam<bool> {
 
   absl::Status PushW(Shape shape, float value) {
     PushRequest req;
+    req.set_job(kJob);
     NamedTensor* g = req.add_gradients();
     g->set_name("w");
     EncodeTensor(shape, std::vector<float>(NumElements(shape), value), g->mutable_tensor());
@@ -87,6 +99,7 @@ class PsServiceTest : public ::testing::TestWithParam<bool> {
 
   absl::StatusOr<std::vector<float>> PullW() {
     PullRequest req;
+    req.set_job(kJob);
     req.add_names("w");
     PullResponse resp;
     if (absl::Status s = client_->Pull(req, &resp); !s.ok()) return s;
@@ -145,7 +158,7 @@ TEST_P(PsServiceTest, PushPullRoundtrip) {
   EXPECT_THAT(*w, ElementsAre(0.5f, 0.5f, 0.5f, 0.5f));
 
   StatsResponse stats;
-  ASSERT_TRUE(client_->Stats(StatsRequest(), &stats).ok());
+  ASSERT_TRUE(client_->Stats(JobStats(), &stats).ok());
   EXPECT_EQ(stats.applied_updates(), 1);
   ASSERT_EQ(stats.variables_size(), 1);
   EXPECT_EQ(stats.variables(0).parameter_bytes(), 16);
@@ -161,6 +174,8 @@ TEST_P(PsServiceTest, FusedPushPullOfLargeTensorsRoundTrips) {
   // Large enough that the tensors travel as aliased slices both ways.
   const Shape shape{1 << 20};
   CreateVariablesRequest create;
+  create.set_job(kJob);
+  create.set_checkpoint_dir(".");  // the root
   VariableSpecProto* spec = create.add_variables();
   spec->set_name("big");
   spec->set_dtype(DT_FLOAT32);
@@ -173,6 +188,7 @@ TEST_P(PsServiceTest, FusedPushPullOfLargeTensorsRoundTrips) {
   std::vector<float> grad(shape[0]);
   for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>(i % 1000);
   PushRequest req;
+  req.set_job(kJob);
   NamedTensor* g = req.add_gradients();
   g->set_name("big");
   EncodeTensor(shape, grad, g->mutable_tensor());
@@ -193,6 +209,7 @@ TEST_P(PsServiceTest, FusedPushPullOfLargeTensorsRoundTrips) {
 
 TEST_P(PsServiceTest, StartedPushesRunTogetherAndReportTheirOwnStatus) {
   PushRequest good;
+  good.set_job(kJob);
   NamedTensor* g = good.add_gradients();
   g->set_name("w");
   EncodeTensor(Shape{2, 2}, std::vector<float>(4, 1.0f), g->mutable_tensor());
@@ -212,7 +229,7 @@ TEST_P(PsServiceTest, StartedPushesRunTogetherAndReportTheirOwnStatus) {
   // A call never waited for is finished by its destructor.
   { std::unique_ptr<PendingPsCall> dropped = client_->StartPush(good, &good_response); }
   StatsResponse stats;
-  ASSERT_TRUE(client_->Stats(StatsRequest(), &stats).ok());
+  ASSERT_TRUE(client_->Stats(JobStats(), &stats).ok());
   EXPECT_EQ(stats.applied_updates(), 2);
 }
 
@@ -249,6 +266,7 @@ TEST_P(PsServiceTest, ErrorsKeepTheirCodeAndTheServerKeepsServing) {
                                               HasSubstr("[4]"), HasSubstr("[2, 2]")));
 
   PullRequest req;
+  req.set_job(kJob);
   req.add_names("missing");
   PullResponse resp;
   s = client_->Pull(req, &resp);
@@ -267,6 +285,8 @@ TEST_P(PsServiceTest, ErrorsKeepTheirCodeAndTheServerKeepsServing) {
 
 TEST_P(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
   CreateVariablesRequest create;
+  create.set_job(kJob);
+  create.set_checkpoint_dir(".");  // the root
   VariableSpecProto* table = create.add_variables();
   table->set_name("t/part_0");
   table->set_dtype(DT_FLOAT32);
@@ -283,6 +303,7 @@ TEST_P(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
 
   // One push: a hash-table row and row 1 of the dense [2, 2] "w" (all ones).
   PushRequest push;
+  push.set_job(kJob);
   SparseGradient* g = push.add_sparse();
   g->set_name("t/part_0");
   g->set_ids(EncodeRowIds(std::vector<uint64_t>{uint64_t{1} << 63}));
@@ -295,6 +316,7 @@ TEST_P(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
   ASSERT_TRUE(client_->Push(push, &pushed).ok());
 
   PullRequest pull;
+  pull.set_job(kJob);
   RowIds* lookup = pull.add_lookups();
   lookup->set_name("t/part_0");
   lookup->set_ids(EncodeRowIds(std::vector<uint64_t>{7, uint64_t{1} << 63, 7}));
@@ -313,7 +335,7 @@ TEST_P(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
   EXPECT_THAT(w_rows->values(), ElementsAre(0.5f, 0.0f, 1.0f, 1.0f));
 
   StatsResponse stats;
-  ASSERT_TRUE(client_->Stats(StatsRequest(), &stats).ok());
+  ASSERT_TRUE(client_->Stats(JobStats(), &stats).ok());
   ASSERT_EQ(stats.variables_size(), 2);
   EXPECT_EQ(stats.variables(0).name(), "t/part_0");
   EXPECT_EQ(stats.variables(0).kind(), HASH_TABLE);
@@ -333,6 +355,7 @@ TEST_P(PsServiceTest, RowLookupAndSparsePushRoundTrip) {
 
 TEST_P(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
   PushRequest push;
+  push.set_job(kJob);
   NamedTensor* g = push.add_gradients();
   g->set_name("w");
   EncodeTensor({2, 2}, {1.0f, 1.0f, 1.0f, 1.0f}, g->mutable_tensor());
@@ -345,6 +368,7 @@ TEST_P(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
   EXPECT_TRUE(pushed.duplicate());
 
   SaveRequest save;
+  save.set_job(kJob);
   save.set_name("grpc-ps-0.data");  // relative to the PS's checkpoint root
   SaveResponse saved;
   ASSERT_TRUE(client_->Save(save, &saved).ok());
@@ -356,6 +380,8 @@ TEST_P(PsServiceTest, KeyedPushSaveAndRestoreRoundTrip) {
 
   ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());  // past the checkpoint
   RestoreRequest restore;
+  restore.set_job(kJob);
+  restore.mutable_variables()->set_job(kJob);
   CheckpointFile* file = restore.add_files();
   file->set_name(saved.name());
   file->set_bytes(saved.bytes());
@@ -411,6 +437,7 @@ TEST_P(PsServiceTest, CheckpointNamesOutsideTheRootAreRefused) {
                                "job/joblog"};  // no data file
   for (const std::string& name : names) {
     SaveRequest save;
+    save.set_job(kJob);
     save.set_name(name);
     SaveResponse saved;
     absl::Status s = client_->Save(save, &saved);
@@ -420,6 +447,8 @@ TEST_P(PsServiceTest, CheckpointNamesOutsideTheRootAreRefused) {
     }
 
     RestoreRequest restore;
+    restore.set_job(kJob);
+    restore.mutable_variables()->set_job(kJob);
     CheckpointFile* file = restore.add_files();
     file->set_name(name);
     file->set_bytes(9);
@@ -451,12 +480,15 @@ TEST(PsServiceNoRootTest, SaveAndRestoreNeedACheckpointRoot) {
   options.target = absl::StrCat("127.0.0.1:", (*server)->port());
   GrpcPsClient client(options);
   SaveRequest save;
+  save.set_job(kJob);
   save.set_name("job/ckpt-0/ps-0.data");
   SaveResponse saved;
   absl::Status s = client.Save(save, &saved);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("--checkpoint_root"));
   RestoreRequest restore;
+  restore.set_job(kJob);
+  restore.mutable_variables()->set_job(kJob);
   restore.add_files()->set_name("job/ckpt-0/ps-0.data");
   restore.set_num_ps(1);
   RestoreResponse restored;
@@ -558,6 +590,7 @@ TEST_P(DataPlaneTest, StrangersBytesAreAnsweredWithTheProblemAndTheServerKeepsSe
     absl::StatusOr<UniqueFd> fd = DialTcp("127.0.0.1", data_plane_->port(), deadline);
     ASSERT_TRUE(fd.ok()) << fd.status();
     PushRequest meta;
+    meta.set_job(kJob);
     NamedTensor* g = meta.add_gradients();
     g->set_name("w");
     g->mutable_tensor()->set_dtype(DT_FLOAT32);
@@ -634,6 +667,7 @@ TEST_P(DataPlaneTest, TheClientDropsConnectionsIdleLongerThanItsMaxIdle) {
   auto stub = ParameterServer::NewStub(MakeChannel(target_));
   DataPlaneClient client(options, stub.get());
   PullRequest pull;
+  pull.set_job(kJob);
   pull.add_names("w");
   PullResponse pulled;
   for (int call = 0; call < 2; ++call) {
@@ -670,6 +704,7 @@ TEST_P(DataPlaneTest, AnUnreachableOrAbsentDataPlaneFallsBackToGrpc) {
   GrpcPsClient fresh(options);
   PushResponse resp;
   PushRequest req;
+  req.set_job(kJob);
   NamedTensor* g = req.add_gradients();
   g->set_name("w");
   EncodeTensor(Shape{2, 2}, std::vector<float>(4, 1.0f), g->mutable_tensor());

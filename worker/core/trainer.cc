@@ -137,12 +137,21 @@ std::shared_ptr<const std::vector<int64_t>> Trainer::Order(int64_t epoch) {
   return order;
 }
 
-absl::Status Trainer::Pull(Context* ctx) {
+absl::Status Trainer::Pull(Context* ctx, const RunClosureRequest& closure) {
   ctx->pulled.resize(ps_.size());
   for (size_t p = 0; p < ps_.size(); ++p) {
     ctx->pulled[p].Clear();
     if (!HasWork(ctx->step.pull[p])) continue;
     ctx->step.pull[p].set_job(job_);
+    // A pull alone rides on the closure's lease (a fused pull on its push's).
+    if (!closure.lease().empty()) {
+      UpdateKey* lease = ctx->step.pull[p].mutable_lease();
+      lease->set_closure_id(closure.closure_id());
+      lease->set_lease(closure.lease());
+      lease->set_lease_steps(closure.lease_steps());
+    } else {
+      ctx->step.pull[p].clear_lease();
+    }
     RETURN_IF_ERROR(ps_[p]->Pull(ctx->step.pull[p], &ctx->pulled[p]));
   }
   return router_->ReadPull(ctx->step, &ctx->pulled, &ctx->params, &ctx->rows);
@@ -426,7 +435,7 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
       if (dense || lookups) {
         t0 = absl::Now();
         status = router_->PlanStep(dense, ctx->unique_ids, &ctx->step);
-        if (status.ok()) status = Pull(ctx.get());
+        if (status.ok()) status = Pull(ctx.get(), request);
         pull += SecondsSince(t0);
         if (!status.ok()) break;
       }

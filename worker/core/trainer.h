@@ -139,7 +139,7 @@ class Trainer {
   void ReleaseContext(std::unique_ptr<Context> ctx);
   // One pull per PS for the planned step, then the rows and (if planned)
   // dense variables into ctx->rows / ctx->params.
-  absl::Status Pull(Context* ctx);
+  absl::Status Pull(Context* ctx, const RunClosureRequest& closure);
   // One push per PS with the step's gradients (built by the caller with
   // BuildPush), keyed (closure's id, step_index) with the closure's lease and
   // the step's `global_step` (for learning-rate schedules). If

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/control_auth.h"
 #include "common/job_paths.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
@@ -24,6 +25,16 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
     }
   }
   if (request.job_id().empty()) return absl::InvalidArgumentError("SetupJob needs a job_id");
+  if (!request.worker_key().empty() &&
+      !CheckRequest(request.worker_key(), "SetupJob", request)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "SetupJob of job '", request.job_id(), "': its MAC does not check under its worker key"));
+  }
+  {
+    // Checked before any data is read, and again before the switch.
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckSwitch(request));
+  }
   ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(request.spec_yaml(), request.job_id() + ".yaml"));
   // The batch of this worker's steps depends on the job's replicas when the
   // spec gives data.global_batch.
@@ -55,16 +66,44 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
   response->set_train_examples(trainer->train_examples());
   response->set_eval_examples(trainer->eval_examples());
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckSwitch(request));
   job_id_ = request.job_id();
+  worker_key_ = request.worker_key();
+  last_proof_ = now_();
   setup_fingerprint_ = fingerprint;
   setup_response_ = *response;
   trainer_ = std::move(trainer);
   return absl::OkStatus();
 }
 
+absl::Status WorkerState::CheckSwitch(const SetupJobRequest& request) {
+  if (trainer_ == nullptr || worker_key_.empty()) return absl::OkStatus();  // nobody holds it
+  if (request.job_id() == job_id_ && request.worker_key() == worker_key_) {
+    return absl::OkStatus();  // the same job, set up again by its coordinator
+  }
+  if (!request.release().empty() &&
+      CheckControlMac(worker_key_, "SetupJob.release", DeterministicBytes([&] {
+                        SetupJobRequest copy = request;
+                        copy.clear_auth();
+                        copy.clear_release();
+                        return copy;
+                      }()),
+                      request.release())) {
+    return absl::OkStatus();  // the held job's coordinator lets it go
+  }
+  const absl::Duration silent = now_() - last_proof_;
+  if (silent >= hold_timeout_) return absl::OkStatus();  // its coordinator is gone
+  return absl::PermissionDeniedError(absl::StrCat(
+      "this worker serves job '", job_id_, "' of another coordinator (or one that did not let "
+      "it go); SetupJob of job '", request.job_id(), "' is refused until that job's "
+      "coordinator releases it or has been silent for ", absl::FormatDuration(hold_timeout_),
+      " (", absl::FormatDuration(silent), " so far)"));
+}
+
 absl::Status WorkerState::RunClosure(const RunClosureRequest& request,
                                      RunClosureResponse* response) {
   std::shared_ptr<Trainer> trainer;
+  std::string key;
   {
     absl::MutexLock lock(&mu_);
     if (trainer_ == nullptr || request.job_id() != job_id_) {
@@ -73,6 +112,16 @@ absl::Status WorkerState::RunClosure(const RunClosureRequest& request,
           job_id_.empty() ? "" : absl::StrCat(" (it serves job '", job_id_, "')")));
     }
     trainer = trainer_;
+    key = worker_key_;
+  }
+  if (!key.empty()) {
+    if (!CheckRequest(key, "RunClosure", request)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "closure ", request.closure_id(), " of job '", request.job_id(),
+          "' is not signed by the job's coordinator (no valid MAC under its worker key)"));
+    }
+    absl::MutexLock lock(&mu_);
+    if (worker_key_ == key) last_proof_ = now_();
   }
   return trainer->RunClosure(request, response);
 }
@@ -86,6 +135,21 @@ absl::Status WorkerState::RunClosures(const RunClosuresRequest& request,
     result->set_code(static_cast<int32_t>(s.code()));
     result->set_message(std::string(s.message()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerState::ReleaseJob(const ReleaseJobRequest& request,
+                                     ReleaseJobResponse* response) {
+  absl::MutexLock lock(&mu_);
+  if (trainer_ == nullptr || request.job_id() != job_id_ || worker_key_.empty()) {
+    return absl::OkStatus();  // not held: nothing to release
+  }
+  if (!CheckRequest(worker_key_, "ReleaseJob", request)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "ReleaseJob of job '", job_id_, "' is not signed by the job's coordinator"));
+  }
+  worker_key_.clear();
+  response->set_released(true);
   return absl::OkStatus();
 }
 

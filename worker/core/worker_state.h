@@ -4,6 +4,13 @@
 // RunClosure runs closures on it. Re-sending SetupJob for the job that is
 // already set up is a no-op, so a coordinator can always set up a worker that
 // it reconnects to. Thread-safe; closures run concurrently.
+//
+// Only the job's coordinator steers it (issue 22): a job set up with a
+// worker key (SetupJobRequest.worker_key) holds the worker. Its closures
+// are run only with their MAC under that key, and another SetupJob replaces
+// it only with the held job's release MAC (its coordinator lets it go), or
+// once no request signed under the key has come for `hold_timeout` (its
+// coordinator is gone). Otherwise PERMISSION_DENIED naming the held job.
 #ifndef PSCLUSTER_WORKER_CORE_WORKER_STATE_H_
 #define PSCLUSTER_WORKER_CORE_WORKER_STATE_H_
 
@@ -16,6 +23,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/ps_client.h"
 #include "protos/worker.pb.h"
 #include "worker/core/trainer.h"
@@ -33,6 +42,12 @@ class WorkerState {
   // own job).
   explicit WorkerState(PsClientFactory ps_client_factory,
                        std::optional<std::vector<std::string>> data_roots = std::nullopt);
+
+  // How long a keyed job holds the worker after its coordinator's last
+  // signed request (worker_server --job_hold_timeout_s), and the clock it is
+  // measured with (tests inject one). Call before serving.
+  void set_hold_timeout(absl::Duration timeout) { hold_timeout_ = timeout; }
+  void set_clock(std::function<absl::Time()> now) { now_ = std::move(now); }
 
   // Makes a multi_worker_mirrored job's PS client: this worker's own copy of
   // the variables behind a ring all-reduce (mirrored_ps_client.h).
@@ -57,6 +72,10 @@ class WorkerState {
   absl::Status RunClosures(const RunClosuresRequest& request, RunClosuresResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Ping(const PingRequest& request, PingResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
+  // The held job's coordinator lets the worker go: PERMISSION_DENIED unless
+  // the request's MAC checks under the held job's worker key.
+  absl::Status ReleaseJob(const ReleaseJobRequest& request, ReleaseJobResponse* response)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   PsClientFactory ps_client_factory_;
@@ -68,6 +87,15 @@ class WorkerState {
   std::string setup_fingerprint_ ABSL_GUARDED_BY(mu_);
   SetupJobResponse setup_response_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Trainer> trainer_ ABSL_GUARDED_BY(mu_);
+  // The held job's worker key (empty: a keyless job, held by nobody) and
+  // when its coordinator last proved itself.
+  std::string worker_key_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_proof_ ABSL_GUARDED_BY(mu_);
+  absl::Duration hold_timeout_ = absl::Minutes(10);
+  std::function<absl::Time()> now_ = [] { return absl::Now(); };
+
+  // OK if `request` may replace the job held now. REQUIRES: mu_ held.
+  absl::Status CheckSwitch(const SetupJobRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace pscluster

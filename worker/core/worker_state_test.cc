@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "common/control_auth.h"
 #include "common/job_spec.h"
 #include "common/model_variables.h"
+#include "common/update_lease.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps/core/in_process_ps_client.h"
@@ -122,6 +124,91 @@ TEST_F(WorkerStateTest, RunClosuresAnswersEachClosureOnItsOwn) {
   EXPECT_THAT(response.results(2).message(), HasSubstr("outside the eval set"));
   EXPECT_EQ(response.results(3).code(), 0);  // errors before it did not stop it
   EXPECT_EQ(response.results(3).response().examples(), 32);
+}
+
+// Issue 22: a job its coordinator set up with a worker key holds the worker.
+// A stranger's SetupJob (keyless, or keyed but without the held job's
+// release) is refused, as are unsigned closures; the coordinator's release,
+// or its silence past the hold timeout (an injected clock), lets it go.
+TEST(WorkerStateHoldTest, OnlyTheHoldingCoordinatorSwitchesTheWorkerOrRunsItsClosures) {
+  const char* yaml = R"(
+model:
+  inputs:
+    dense: 2
+    categorical: [{name: tag, hashed: true, embedding_dim: 2}]
+  layers: [{dense: {units: 1}}]
+  loss: sigmoid_cross_entropy
+optimizer: {type: sgd}
+data:
+  train: {format: synthetic_ctr, num_examples: 64, id_space: 16}
+  eval: {format: synthetic_ctr, num_examples: 32, id_space: 16}
+  per_replica_batch: 16
+)";
+  VariableStore store;
+  WorkerState state(
+      [&store](const std::string&) { return std::make_unique<InProcessPsClient>(&store); });
+  absl::Time now = absl::FromUnixSeconds(1000);
+  state.set_clock([&now] { return now; });
+  state.set_hold_timeout(absl::Minutes(10));
+  const std::string secret = RandomSecret();
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "hold.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<VariablePlan> plan = PlanVariables(ModelVariables(*spec), spec->partitioner, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto setup = [&](const std::string& job, bool keyed) {
+    SetupJobRequest r;
+    r.set_job_id(job);
+    r.set_spec_yaml(yaml);
+    r.add_ps_addresses("in-process");
+    for (const auto& p : plan->placement) *r.add_placement() = p;
+    if (keyed) {
+      r.set_worker_key(DeriveWorkerKey(DeriveJobKey(secret, job)));
+      SignRequest(r.worker_key(), "SetupJob", &r);
+    }
+    return r;
+  };
+  SetupJobResponse response;
+  const absl::Status first = state.SetupJob(setup("job-a", true), &response);
+  ASSERT_TRUE(first.ok()) << first;
+  const std::string key_a = DeriveWorkerKey(DeriveJobKey(secret, "job-a"));
+
+  RunClosureRequest closure;
+  closure.set_job_id("job-a");
+  closure.set_closure_id(1);
+  closure.set_mode(NOOP);
+  RunClosureResponse ran;
+  EXPECT_EQ(state.RunClosure(closure, &ran).code(), absl::StatusCode::kPermissionDenied);
+  SignRequest(key_a, "RunClosure", &closure);
+  EXPECT_TRUE(state.RunClosure(closure, &ran).ok());
+  closure.set_closure_id(2);  // the MAC no longer fits
+  EXPECT_EQ(state.RunClosure(closure, &ran).code(), absl::StatusCode::kPermissionDenied);
+
+  // Strangers: keyless, keyed under their own key, a forged release.
+  absl::Status s = state.SetupJob(setup("stranger", false), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("job 'job-a'"));
+  SetupJobRequest b = setup("job-b", true);
+  EXPECT_EQ(state.SetupJob(b, &response).code(), absl::StatusCode::kPermissionDenied);
+  b.set_release(RequestMac("not the key", "SetupJob.release", b));
+  EXPECT_EQ(state.SetupJob(b, &response).code(), absl::StatusCode::kPermissionDenied);
+  PingResponse held;
+  ASSERT_TRUE(state.Ping(PingRequest(), &held).ok());
+  EXPECT_EQ(held.job_id(), "job-a");
+  // The same job again from its coordinator: fine. Its coordinator's release: switched.
+  ASSERT_TRUE(state.SetupJob(setup("job-a", true), &response).ok());
+  b.set_release(RequestMac(key_a, "SetupJob.release", b));
+  ASSERT_TRUE(state.SetupJob(b, &response).ok());
+  ASSERT_TRUE(state.Ping(PingRequest(), &held).ok());
+  EXPECT_EQ(held.job_id(), "job-b");
+
+  // job-b's coordinator goes silent: within the hold, strangers wait; past it, not.
+  now += absl::Minutes(9);
+  EXPECT_EQ(state.SetupJob(setup("stranger", false), &response).code(),
+            absl::StatusCode::kPermissionDenied);
+  now += absl::Minutes(2);
+  EXPECT_TRUE(state.SetupJob(setup("stranger", false), &response).ok());
+  // A keyless job holds nobody: the next coordinator's job takes the worker.
+  EXPECT_TRUE(state.SetupJob(setup("job-c", true), &response).ok());
 }
 
 // Issue 12, defence in depth: a worker started with --data_root refuses a job

@@ -3,14 +3,17 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/rpc_util.h"
 
+#include "rpc/peer_role.h"
+
 namespace pscluster {
 
 CollectiveService::CollectiveService(CollectiveMailbox* mailbox,
                                      std::shared_ptr<prometheus::Registry> registry)
     : mailbox_(mailbox), handler_("Collective", std::move(registry)) {}
 
-grpc::Status CollectiveService::Deliver(grpc::ServerContext*, const CollectiveChunk* request,
-                                        CollectiveAck*) {
+grpc::Status CollectiveService::Deliver(grpc::ServerContext* context,
+                                        const CollectiveChunk* request, CollectiveAck*) {
+  if (grpc::Status s = CheckPeerRole(*context, {"worker"}, "Deliver"); !s.ok()) return s;
   return handler_.Run("Deliver", [&] { return mailbox_->Deliver(*request); });
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "rpc/peer_role.h"
+
 namespace pscluster {
 
 namespace {
@@ -40,13 +42,15 @@ void WorkerService::Record(ClosureMode mode, const RunClosureResponse& r) {
   }
 }
 
-grpc::Status WorkerService::SetupJob(grpc::ServerContext*, const SetupJobRequest* request,
+grpc::Status WorkerService::SetupJob(grpc::ServerContext* context, const SetupJobRequest* request,
                                      SetupJobResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "SetupJob"); !s.ok()) return s;
   return handler_.Run("SetupJob", [&] { return state_->SetupJob(*request, response); });
 }
 
-grpc::Status WorkerService::RunClosure(grpc::ServerContext*, const RunClosureRequest* request,
+grpc::Status WorkerService::RunClosure(grpc::ServerContext* context, const RunClosureRequest* request,
                                        RunClosureResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "RunClosure"); !s.ok()) return s;
   return handler_.Run("RunClosure", [&] {
     absl::Status s = state_->RunClosure(*request, response);
     if (s.ok()) Record(request->mode(), *response);
@@ -54,8 +58,9 @@ grpc::Status WorkerService::RunClosure(grpc::ServerContext*, const RunClosureReq
   });
 }
 
-grpc::Status WorkerService::RunClosures(grpc::ServerContext*, const RunClosuresRequest* request,
+grpc::Status WorkerService::RunClosures(grpc::ServerContext* context, const RunClosuresRequest* request,
                                         RunClosuresResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "RunClosures"); !s.ok()) return s;
   return handler_.Run("RunClosures", [&] {
     absl::Status s = state_->RunClosures(*request, response);
     if (!s.ok()) return s;
@@ -65,6 +70,13 @@ grpc::Status WorkerService::RunClosures(grpc::ServerContext*, const RunClosuresR
     }
     return s;
   });
+}
+
+grpc::Status WorkerService::ReleaseJob(grpc::ServerContext* context,
+                                       const ReleaseJobRequest* request,
+                                       ReleaseJobResponse* response) {
+  if (grpc::Status s = CheckPeerRole(*context, {"coordinator"}, "ReleaseJob"); !s.ok()) return s;
+  return handler_.Run("ReleaseJob", [&] { return state_->ReleaseJob(*request, response); });
 }
 
 grpc::Status WorkerService::Ping(grpc::ServerContext*, const PingRequest* request,

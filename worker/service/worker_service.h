@@ -29,6 +29,8 @@ class WorkerService final : public Worker::Service {
                            RunClosuresResponse* response) override;
   grpc::Status Ping(grpc::ServerContext* ctx, const PingRequest* request,
                     PingResponse* response) override;
+  grpc::Status ReleaseJob(grpc::ServerContext* ctx, const ReleaseJobRequest* request,
+                          ReleaseJobResponse* response) override;
 
  private:
   // Adds a finished closure to the worker metrics (no-op without a registry).
