@@ -21,6 +21,21 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A tiny job on synthetic data (nothing to read from disk).
+constexpr char kTinyCtrJob[] = R"(
+model:
+  inputs:
+    dense: 2
+    categorical: [{name: tag, hashed: true, embedding_dim: 2}]
+  layers: [{dense: {units: 1}}]
+  loss: sigmoid_cross_entropy
+optimizer: {type: sgd}
+data:
+  train: {format: synthetic_ctr, num_examples: 64, id_space: 16}
+  eval: {format: synthetic_ctr, num_examples: 32, id_space: 16}
+  per_replica_batch: 16
+)";
+
 // A tiny job on synthetic data (nothing to read from disk), its variables
 // laid out over one in-process PS that counts the calls it gets.
 class CountingPsClient : public InProcessPsClient {
@@ -42,19 +57,7 @@ class CountingPsClient : public InProcessPsClient {
 class WorkerStateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* yaml = R"(
-model:
-  inputs:
-    dense: 2
-    categorical: [{name: tag, hashed: true, embedding_dim: 2}]
-  layers: [{dense: {units: 1}}]
-  loss: sigmoid_cross_entropy
-optimizer: {type: sgd}
-data:
-  train: {format: synthetic_ctr, num_examples: 64, id_space: 16}
-  eval: {format: synthetic_ctr, num_examples: 32, id_space: 16}
-  per_replica_batch: 16
-)";
+    const char* yaml = kTinyCtrJob;
     auto spec = ParseJobSpec(yaml, "noop.yaml");
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto plan = PlanVariables(ModelVariables(*spec), spec->partitioner, 1);
@@ -131,19 +134,7 @@ TEST_F(WorkerStateTest, RunClosuresAnswersEachClosureOnItsOwn) {
 // release) is refused, as are unsigned closures; the coordinator's release,
 // or its silence past the hold timeout (an injected clock), lets it go.
 TEST(WorkerStateHoldTest, OnlyTheHoldingCoordinatorSwitchesTheWorkerOrRunsItsClosures) {
-  const char* yaml = R"(
-model:
-  inputs:
-    dense: 2
-    categorical: [{name: tag, hashed: true, embedding_dim: 2}]
-  layers: [{dense: {units: 1}}]
-  loss: sigmoid_cross_entropy
-optimizer: {type: sgd}
-data:
-  train: {format: synthetic_ctr, num_examples: 64, id_space: 16}
-  eval: {format: synthetic_ctr, num_examples: 32, id_space: 16}
-  per_replica_batch: 16
-)";
+  const char* yaml = kTinyCtrJob;
   VariableStore store;
   WorkerState state(
       [&store](const std::string&) { return std::make_unique<InProcessPsClient>(&store); });
