@@ -9,6 +9,11 @@
 # from its checkpoint) and a sane accuracy, and that the compose Prometheus
 # scraped pscluster_job_steps_total > 0. Then `docker-compose down -v` and
 # every process the test started is stopped (by pid).
+# The cluster runs as shipped: mutual TLS with per-role certificates and a
+# bearer token, made by deploy/make_certs.sh; psctl presents the OU=user
+# certificate and the token. The test also checks that psctl without a
+# certificate, and with one but without the token, is refused, and that a
+# worker container holds only its own OU=worker certificate.
 #
 # Usage: deploy/compose_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR
 #   (as //deploy:compose_test; from a source tree, with no arguments, it uses
@@ -163,6 +168,13 @@ t0=$(now)
 mkdir -p "$TMP/deploy"
 cp -rL "$here/docker-compose.yml" "$here/compose" "$here/prometheus" "$TMP/deploy/"
 chmod -R a+rX "$TMP/deploy" "$TMP"
+# The certificates and token, as a user makes them (after the chmod: the keys
+# stay 0600, owned by the containers' uid 10001).
+"$here/make_certs.sh" "$TMP/deploy/secrets" > "$TMP/certs.log" 2>&1 ||
+  { cat "$TMP/certs.log"; fail "deploy/make_certs.sh failed"; }
+SECRETS=$TMP/deploy/secrets
+export PSCTL_TLS_CERT=$SECRETS/user/tls.crt PSCTL_TLS_KEY=$SECRETS/user/tls.key
+export PSCTL_TLS_CA=$SECRETS/user/ca.crt PSCTL_TOKEN_FILE=$SECRETS/user/token
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 export PSCLUSTER_COORDINATOR_PORT=$(free_port) PSCLUSTER_METRICS_PORT=$(free_port) PSCLUSTER_PROMETHEUS_PORT=$(free_port)
 # Prometheus scrapes every 1 s here (the shipped config: 15 s).
@@ -177,12 +189,33 @@ compose up -d 2>&1 | tail -20
 ((PIPESTATUS[0] == 0)) || fail "docker-compose up failed"
 ADDRESS=127.0.0.1:$PSCLUSTER_COORDINATOR_PORT
 deadline=$((SECONDS + 90))
-until "$PSCTL" list --coordinator "$ADDRESS" > /dev/null 2>&1; do
+until timeout 10 "$PSCTL" list --coordinator "$ADDRESS" > /dev/null 2>&1; do
   ((SECONDS < deadline)) || fail "the coordinator did not answer on $ADDRESS within 90 s"
   sleep 0.5
 done
 timing "compose up (until the coordinator answers)" "$t0"
 compose ps
+
+# ---------------------------------------------------------------- security
+# No certificate: the TLS handshake fails. A certificate but no token:
+# UNAUTHENTICATED. (env -u: psctl's defaults come from these variables.)
+if out=$(timeout 20 env -u PSCTL_TLS_CERT -u PSCTL_TLS_KEY -u PSCTL_TLS_CA \
+  "$PSCTL" list --coordinator "$ADDRESS" 2>&1); then
+  fail "psctl without a certificate was answered: $out"
+fi
+echo "psctl without a certificate: refused ($(tail -1 <<<"$out" | cut -c1-120))"
+if out=$(timeout 20 env -u PSCTL_TOKEN_FILE "$PSCTL" list --coordinator "$ADDRESS" 2>&1); then
+  fail "psctl without a token was answered: $out"
+fi
+grep -qi "unauthenticated\|token" <<<"$out" || fail "psctl without a token: not UNAUTHENTICATED: $out"
+echo "psctl without a token: refused ($(tail -1 <<<"$out" | cut -c1-120))"
+# Each container holds its own certificate only.
+w0=$(compose ps -q worker-0)
+subject=$("$PODMAN" exec "$w0" cat /etc/pscluster/tls/tls.crt | openssl x509 -noout -subject -nameopt RFC2253)
+[[ $subject == *OU=worker* ]] || fail "worker-0's certificate is not OU=worker: $subject"
+"$PODMAN" exec "$w0" ls /etc/pscluster/tls | sort | tr '\n' ' ' | grep -qx 'ca.crt tls.crt tls.key ' ||
+  fail "worker-0's /etc/pscluster/tls holds more than its own certificate: $("$PODMAN" exec "$w0" ls /etc/pscluster/tls)"
+echo "worker-0 holds only its own certificate ($subject)"
 
 # -------------------------------------------------------------------- job
 t0=$(now)

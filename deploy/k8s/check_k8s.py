@@ -15,7 +15,18 @@ script checks that the objects fit together and fit pscluster:
     context (non-root uid 10001, no privilege escalation, read-only root,
     ALL capabilities dropped, RuntimeDefault seccomp);
   - mounts name volumes that exist; ConfigMaps and claims they use exist;
-    TLS comes from the pscluster-tls Secret at /etc/pscluster/tls;
+  - mutual TLS: cluster.yaml's `tls:` names files under /etc/pscluster/tls,
+    where each container mounts (not optional) the Secret of the cert-manager
+    Certificate whose subject OU is its role (coordinator, ps, worker); every
+    Certificate is issued by the one CA Issuer, whose CA Certificate comes from
+    a selfSigned Issuer; a role's dnsNames cover its cluster.yaml hosts; an
+    OU=user Certificate exists for psctl; the cert-manager objects only use
+    fields cert-manager v1 has (no schema for them is bundled offline);
+    probes are tcpSocket (the kubelet's gRPC probes cannot do mutual TLS);
+  - the coordinator takes --auth_tokens_file from a mounted Secret;
+  - NetworkPolicies: every pod is selected by one with Ingress; the PS and
+    worker gRPC/data ports admit only pscluster pods, metrics only Prometheus
+    pods; every port a policy admits is a container port;
   - the coordinator and every PS share the state volume (PS write checkpoint
     shards into directories the coordinator names), and each job's
     checkpoint.dir is on it;
@@ -45,15 +56,32 @@ BINARY_FLAGS = {
     "worker_server": {"ps_timeout_ms", "compute_threads", "data_root", "checkpoint_root",
                       "collective_timeout_s"},
     "coordinator": {"ps", "workers", "max_attempts", "cluster_wait_s", "ps_memory_limit_bytes",
-                    "state_dir", "checkpoint_root", "data_root"},
+                    "state_dir", "checkpoint_root", "data_root", "auth_tokens_file"},
 }
 BINARY_SOURCES = {"ps_server": "ps/main.cc", "worker_server": "worker/main.cc",
                   "coordinator": "coordinator/main.cc"}
-# The gRPC health service names each server answers for (readiness).
-HEALTH_SERVICES = {"ps_server": "pscluster.ParameterServer", "worker_server": "pscluster.Worker",
-                   "coordinator": "pscluster.Coordinator"}
 TASK_TYPES = {"ps_server": "ps", "worker_server": "worker", "coordinator": "chief"}
 RUN_AS_USER = 10001
+# The subject OU each binary's certificate carries (rpc/peer_role.h).
+ROLES = {"ps_server": "ps", "worker_server": "worker", "coordinator": "coordinator"}
+# cert-manager.io/v1 fields these manifests may use (a typo'd field would be
+# ignored by cert-manager with a warning at best).
+CERT_SPEC_FIELDS = {"secretName", "commonName", "subject", "dnsNames", "ipAddresses", "uris",
+                    "emailAddresses", "duration", "renewBefore", "usages", "isCA", "privateKey",
+                    "issuerRef", "secretTemplate", "keystores", "literalSubject",
+                    "revisionHistoryLimit", "additionalOutputFormats", "nameConstraints",
+                    "encodeUsagesInRequest", "otherNames", "renewBeforePercentage"}
+CERT_SUBJECT_FIELDS = {"organizations", "organizationalUnits", "countries", "localities",
+                       "provinces", "streetAddresses", "postalCodes", "serialNumber"}
+CERT_KEY_FIELDS = {"algorithm", "encoding", "size", "rotationPolicy"}
+CERT_USAGES = {"signing", "digital signature", "content commitment", "key encipherment",
+               "key agreement", "data encipherment", "cert sign", "crl sign", "encipher only",
+               "decipher only", "any", "server auth", "client auth", "code signing",
+               "email protection", "s/mime", "ipsec end system", "ipsec tunnel", "ipsec user",
+               "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc"}
+ISSUER_TYPES = {"selfSigned", "ca", "acme", "vault", "venafi"}
+PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}
+PSCLUSTER_LABELS = {"app.kubernetes.io/name": "pscluster"}
 STATE_MOUNT = "/var/lib/pscluster"
 TLS_MOUNT = "/etc/pscluster/tls"
 
@@ -101,6 +129,8 @@ class Checker:
         for svc in self.objects("Service"):
             self.check_selects_pods(f"Service/{svc['metadata']['name']}", svc["spec"]["selector"])
         self.check_cluster_file()
+        self.check_certificates()
+        self.check_network_policies()
         self.check_memory_limit()
         self.check_jobs()
         kinds = {}
@@ -190,14 +220,13 @@ class Checker:
         port_numbers = set(ports.values())
         for probe_name in ("readinessProbe", "livenessProbe"):
             probe = c.get(probe_name)
-            if not probe or "grpc" not in probe:
-                self.error(where, f"{probe_name} must be a gRPC probe")
+            if not probe or "tcpSocket" not in probe:
+                self.error(where, f"{probe_name} must be a tcpSocket probe (the gRPC port takes "
+                           "only mutual TLS; the kubelet's gRPC probes have no client certificate)")
                 continue
-            if probe["grpc"]["port"] != ports.get("grpc"):
-                self.error(where, f"{probe_name} port {probe['grpc']['port']} is not the grpc port")
-        ready = c.get("readinessProbe", {}).get("grpc", {})
-        if ready and ready.get("service") != HEALTH_SERVICES[binary]:
-            self.error(where, f"readinessProbe must ask for {HEALTH_SERVICES[binary]}")
+            port = probe["tcpSocket"]["port"]
+            if port not in ("grpc", ports.get("grpc")):
+                self.error(where, f"{probe_name} port {port} is not the grpc port")
         if annotations.get("prometheus.io/scrape") != "true":
             self.error(where, "pod lacks the prometheus.io/scrape: \"true\" annotation")
         metrics_port = annotations.get("prometheus.io/port")
@@ -221,9 +250,15 @@ class Checker:
         for m in mounts.values():
             if m["name"] not in volumes:
                 self.error(where, f"volumeMount {m['name']} names no volume")
-        tls = volumes.get(mounts.get(TLS_MOUNT, {}).get("name"), {})
-        if tls.get("secret", {}).get("secretName") != "pscluster-tls":
-            self.error(where, f"{TLS_MOUNT} must mount the pscluster-tls Secret")
+        self.check_tls_mount(where, binary, mounts, volumes)
+        if binary == "coordinator":
+            tokens = args.get("auth_tokens_file", "")
+            secret = volumes.get(mounts.get(os.path.dirname(tokens), {}).get("name"), {}).get("secret")
+            if not tokens:
+                self.error(where, "needs --auth_tokens_file (bearer tokens on the job service)")
+            elif not secret or secret.get("optional"):
+                self.error(where, f"--auth_tokens_file={tokens} is not in a mounted, "
+                           "non-optional Secret")
         cluster = args.get("cluster", "")
         mount = mounts.get(os.path.dirname(cluster))
         cm = volumes.get(mount["name"], {}).get("configMap") if mount else None
@@ -244,6 +279,179 @@ class Checker:
                 self.error(where, f"--checkpoint_root={root} must mount the shared pscluster-state claim")
             if STATE_MOUNT in mounts:
                 self.error(where, f"{binary} must not mount all of {STATE_MOUNT} (the coordinator's state)")
+
+    def certificate_of_secret(self, secret_name):
+        for cert in self.objects("Certificate"):
+            if cert.get("spec", {}).get("secretName") == secret_name:
+                return cert
+        return None
+
+    def check_tls_mount(self, where, binary, mounts, volumes):
+        """The container's TLS_MOUNT is its role's Certificate's Secret."""
+        mount = mounts.get(TLS_MOUNT)
+        secret = volumes.get(mount["name"], {}).get("secret") if mount else None
+        if not secret:
+            self.error(where, f"{TLS_MOUNT} must mount a Secret (its role's certificate)")
+            return
+        if secret.get("optional"):
+            self.error(where, f"the {TLS_MOUNT} Secret must not be optional (no plaintext fallback)")
+        if "items" in secret:
+            self.error(where, f"the {TLS_MOUNT} Secret must keep tls.crt, tls.key, ca.crt (no items)")
+        cert = self.certificate_of_secret(secret.get("secretName"))
+        if cert is None:
+            self.error(where, f"{TLS_MOUNT}: Secret {secret.get('secretName')} is no Certificate's")
+            return
+        ous = cert["spec"].get("subject", {}).get("organizationalUnits")
+        if ous != [ROLES[binary]]:
+            self.error(where, f"{TLS_MOUNT} mounts Certificate/{cert['metadata']['name']} "
+                       f"(OU {ous}), but {binary} needs OU=[{ROLES[binary]!r}]")
+
+    def check_certificates(self):
+        """cert-manager objects: structure (no bundled schema) and issuance chain."""
+        issuers = {}
+        for issuer in self.objects("Issuer") + self.objects("ClusterIssuer"):
+            name = issuer["metadata"]["name"]
+            where = f"{issuer['kind']}/{name}"
+            if issuer.get("apiVersion") != "cert-manager.io/v1":
+                self.error(where, "apiVersion must be cert-manager.io/v1")
+            spec = issuer.get("spec", {})
+            if len(spec) != 1 or not set(spec) <= ISSUER_TYPES:
+                self.error(where, f"spec must be exactly one of {sorted(ISSUER_TYPES)}, got {sorted(spec)}")
+            if "ca" in spec and set(spec["ca"]) - {"secretName", "crlDistributionPoints",
+                                                     "ocspServers", "issuingCertificateURLs"}:
+                self.error(where, f"unknown ca fields {sorted(set(spec['ca']) - {'secretName'})}")
+            issuers[name] = issuer
+        certs = self.objects("Certificate")
+        for cert in certs:
+            where = f"Certificate/{cert['metadata']['name']}"
+            if cert.get("apiVersion") != "cert-manager.io/v1":
+                self.error(where, "apiVersion must be cert-manager.io/v1")
+            spec = cert.get("spec", {})
+            for field in sorted(set(spec) - CERT_SPEC_FIELDS):
+                self.error(where, f"unknown field spec.{field}")
+            for field in sorted(set(spec.get("subject", {})) - CERT_SUBJECT_FIELDS):
+                self.error(where, f"unknown field spec.subject.{field}")
+            for field in sorted(set(spec.get("privateKey", {})) - CERT_KEY_FIELDS):
+                self.error(where, f"unknown field spec.privateKey.{field}")
+            for usage in spec.get("usages", []):
+                if usage not in CERT_USAGES:
+                    self.error(where, f"unknown usage {usage!r}")
+            if not spec.get("secretName"):
+                self.error(where, "no spec.secretName")
+            ref = spec.get("issuerRef", {})
+            if ref.get("name") not in issuers:
+                self.error(where, f"issuerRef {ref.get('name')!r} names no Issuer")
+        # The chain: one CA Issuer, backed by an isCA Certificate that a
+        # selfSigned Issuer signs; every other Certificate issued by that CA.
+        ca_issuers = [i for i in issuers.values() if "ca" in i.get("spec", {})]
+        if len(ca_issuers) != 1:
+            self.error("certificates", f"{len(ca_issuers)} CA Issuers, want exactly 1")
+            return
+        ca_issuer = ca_issuers[0]
+        ca_cert = self.certificate_of_secret(ca_issuer["spec"]["ca"].get("secretName"))
+        if ca_cert is None or ca_cert["spec"].get("isCA") is not True:
+            self.error(f"Issuer/{ca_issuer['metadata']['name']}",
+                       "its secretName is not an isCA Certificate's Secret")
+        else:
+            signer = issuers.get(ca_cert["spec"].get("issuerRef", {}).get("name"), {})
+            if "selfSigned" not in signer.get("spec", {}):
+                self.error(f"Certificate/{ca_cert['metadata']['name']}", "is not self-signed")
+        roles = {}
+        for cert in certs:
+            if cert is ca_cert:
+                continue
+            where = f"Certificate/{cert['metadata']['name']}"
+            spec = cert["spec"]
+            if spec.get("isCA"):
+                self.error(where, "only the cluster CA may be isCA")
+            if spec.get("issuerRef", {}).get("name") != ca_issuer["metadata"]["name"]:
+                self.error(where, f"must be issued by the cluster CA Issuer {ca_issuer['metadata']['name']}")
+            ous = spec.get("subject", {}).get("organizationalUnits", [])
+            if len(ous) != 1 or ous[0] not in ("coordinator", "ps", "worker", "user"):
+                self.error(where, f"subject.organizationalUnits {ous} must be one role: "
+                           "coordinator, ps, worker or user")
+                continue
+            if ous[0] in roles:
+                self.error(where, f"a second OU={ous[0]} Certificate")
+            roles[ous[0]] = cert
+            want = {"client auth"} if ous[0] == "user" else {"client auth", "server auth"}
+            if not want <= set(spec.get("usages", [])):
+                self.error(where, f"usages must include {sorted(want)}")
+        if "user" not in roles:
+            self.error("certificates", "no OU=user Certificate (psctl's)")
+        # Each role's dnsNames cover the hosts peers dial (cluster.yaml).
+        cluster = self.cluster_yaml()
+        for task_type, role in (("chief", "coordinator"), ("ps", "ps"), ("worker", "worker")):
+            cert = roles.get(role)
+            if cert is None:
+                self.error("certificates", f"no OU={role} Certificate")
+                continue
+            names = set(cert["spec"].get("dnsNames", []))
+            for address in (cluster or {}).get("cluster", {}).get(task_type, []) or []:
+                host = address.rsplit(":", 1)[0]
+                if host not in names:
+                    self.error(f"Certificate/{cert['metadata']['name']}",
+                               f"dnsNames {sorted(names)} lack {host} (cluster.yaml `{task_type}`)")
+        tls = (cluster or {}).get("tls") or {}
+        for key, file in (("cert", "tls.crt"), ("key", "tls.key"), ("ca", "ca.crt")):
+            if tls.get(key) != f"{TLS_MOUNT}/{file}":
+                self.error("cluster.yaml", f"`tls.{key}` must be {TLS_MOUNT}/{file} (the mounted "
+                           f"Certificate Secret), got {tls.get(key)!r}")
+
+    def cluster_yaml(self):
+        cms = [cm for cm in self.objects("ConfigMap") if "cluster.yaml" in cm.get("data", {})]
+        return yaml.safe_load(cms[0]["data"]["cluster.yaml"]) if len(cms) == 1 else None
+
+    def check_network_policies(self):
+        policies = self.objects("NetworkPolicy")
+        for sts in self.objects("StatefulSet"):
+            template = sts["spec"]["template"]
+            labels = template["metadata"].get("labels", {})
+            where = f"StatefulSet/{sts['metadata']['name']}"
+            mine = [p for p in policies
+                    if all(labels.get(k) == v for k, v in
+                           p["spec"].get("podSelector", {}).get("matchLabels", {}).items())
+                    and p["spec"].get("podSelector", {}).get("matchLabels")
+                    and "Ingress" in p["spec"].get("policyTypes", [])]
+            if not mine:
+                self.error(where, "no NetworkPolicy (Ingress) selects its pods")
+                continue
+            c = template["spec"]["containers"][0]
+            binary = self.container_binary(c)
+            ports = {p["containerPort"]: p["name"] for p in c.get("ports", [])}
+            admitted = set()
+            for policy in mine:
+                pwhere = f"NetworkPolicy/{policy['metadata']['name']}"
+                for rule in policy["spec"].get("ingress", []):
+                    sources = rule.get("from")
+                    for port in rule.get("ports", []) or [{"port": p} for p in ports]:
+                        number = port.get("port")
+                        if isinstance(number, str):
+                            number = {v: k for k, v in ports.items()}.get(number)
+                        if number not in ports:
+                            self.error(pwhere, f"admits port {port.get('port')}, not a container "
+                                       f"port of {where}")
+                            continue
+                        admitted.add(number)
+                        name = ports[number]
+                        if name == "metrics":
+                            ok = sources and all(
+                                s.get("podSelector", {}).get("matchLabels") == PROMETHEUS_LABELS
+                                for s in sources)
+                            if not ok:
+                                self.error(pwhere, f"port {number} (metrics) must admit only "
+                                           f"Prometheus pods {PROMETHEUS_LABELS}")
+                        elif binary != "coordinator":
+                            ok = sources and all(
+                                "namespaceSelector" not in s and "ipBlock" not in s and
+                                s.get("podSelector", {}).get("matchLabels") == PSCLUSTER_LABELS
+                                for s in sources)
+                            if not ok:
+                                self.error(pwhere, f"port {number} ({name}) must admit only "
+                                           f"pscluster pods {PSCLUSTER_LABELS} of the namespace")
+            for number, name in ports.items():
+                if number not in admitted:
+                    self.error(where, f"no NetworkPolicy admits port {number} ({name})")
 
     def server(self, binary):
         """(StatefulSet, container) running binary, or (None, None)."""
