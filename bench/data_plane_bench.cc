@@ -7,6 +7,10 @@
 //   pscluster   - VariableStore + ParameterServerService + GrpcPsClient, the
 //                 fused push+pull (PushRequest.pull) a worker sends each step;
 //   pscluster two calls - the same with Push, then Pull: two RPCs;
+//   pscluster TLS - the fused push+pull on a second data plane of the same
+//                 PS speaking mutual TLS 1.3 (rpc/tls_stream.h; certificates
+//                 made in memory), frames written and read as
+//                 DataPlaneClient does; TLS/plaintext = it over pscluster;
 //   pscluster striped - (with --stripes=K > 1) each PS's shard as K
 //                 variables pushed+pulled at once over K connections: an
 //                 upper bound for striping one tensor over K channels;
@@ -111,6 +115,7 @@ using bench::kPathNames;
 using bench::kPscluster;
 using bench::kPsclusterGrpc;
 using bench::kPsclusterStriped;
+using bench::kPsclusterTls;
 using bench::kPsclusterTwoCalls;
 using bench::kPsliteFused;
 using bench::kPslitePushPull;
@@ -419,14 +424,15 @@ int Main(int argc, char** argv) {
     columns.push_back({"pscluster", kPscluster});
     columns.push_back({"pscluster on gRPC", kPsclusterGrpc});
     columns.push_back({"pscluster two calls", kPsclusterTwoCalls});
+    columns.push_back({"pscluster TLS", kPsclusterTls});
     if (stripes > 1) {
       columns.push_back({absl::StrCat("pscluster striped x", stripes), kPsclusterStriped});
     }
     std::cout << "| size |";
     for (const auto& [name, path] : columns) std::cout << " " << name << " GB/s |";
     std::cout << " pscluster/raw TCP |" << (with_pslite ? " pscluster/ps-lite fused |" : "")
-              << " pscluster/naive gRPC |\n|---|";
-    for (size_t i = 0; i < columns.size() + (with_pslite ? 3 : 2); ++i) std::cout << "---|";
+              << " pscluster/naive gRPC | TLS/plaintext |\n|---|";
+    for (size_t i = 0; i < columns.size() + (with_pslite ? 4 : 3); ++i) std::cout << "---|";
     std::cout << "\n";
     for (const Point& point : points[k]) {
       double median[kNumPaths];
@@ -434,13 +440,14 @@ int Main(int argc, char** argv) {
       const double vs_tcp = median[kPscluster] / median[kRawTcp];
       const double vs_grpc = median[kPscluster] / median[kNaiveGrpc];
       const double vs_pslite = median[kPscluster] / median[kPsliteFused];
+      const double tls_ratio = median[kPsclusterTls] / median[kPscluster];
       std::cout << "| " << SizeLabel(point.bytes) << " |";
       for (const auto& [name, path] : columns) {
         std::cout << absl::StrFormat(" %.3f |", median[path]);
       }
       std::cout << absl::StrFormat(" %.2f |", vs_tcp);
       if (with_pslite) std::cout << absl::StrFormat(" %.2f |", vs_pslite);
-      std::cout << absl::StrFormat(" %.2f |\n", vs_grpc);
+      std::cout << absl::StrFormat(" %.2f | %.2f |\n", vs_grpc, tls_ratio);
       std::vector<std::string> fields = {
           absl::StrCat("\"cluster\": ", JsonString(shapes[k].label)),
           absl::StrCat("\"ps\": ", shapes[k].ps), absl::StrCat("\"workers\": ", shapes[k].workers),
@@ -453,6 +460,7 @@ int Main(int argc, char** argv) {
       }
       fields.push_back(absl::StrCat("\"pscluster_over_raw_tcp\": ", JsonNumber(vs_tcp)));
       fields.push_back(absl::StrCat("\"pscluster_over_naive_grpc\": ", JsonNumber(vs_grpc)));
+      fields.push_back(absl::StrCat("\"pscluster_tls_over_pscluster\": ", JsonNumber(tls_ratio)));
       if (with_pslite) {
         fields.push_back(absl::StrCat("\"pscluster_over_pslite_fused\": ", JsonNumber(vs_pslite)));
       }

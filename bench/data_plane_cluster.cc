@@ -11,6 +11,9 @@
 #include "common/ps_client.h"
 #include "common/tensor.h"
 #include "ps/core/variable_store.h"
+#include "ps/service/data_plane_wire.h"
+#include "rpc/frame_socket.h"
+#include "rpc/test_certs.h"
 
 namespace pscluster {
 
@@ -44,6 +47,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
     }
     c->pslite = *std::move(pslite);
   }
+  const TestCert ca = MakeTestCa("bench-cluster-ca");  // for kPsclusterTls
   for (int p = 0; p < num_ps; ++p) {
     // Naive gRPC: the same StartServer/MakeChannel (message limits, health
     // service) as pscluster, so only the service differs.
@@ -76,7 +80,22 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
     }
     c->ps_services.back()->set_data_plane(data_plane->get());
     c->data_planes.push_back(*std::move(data_plane));
+    DataPlaneServer::Options tls_options;
+    auto tls = TlsContext::Create(TlsContext::Side::kServer,
+                                  TestPem(ca, MakeTestCert(ca, absl::StrCat("ps", p), "ps")));
+    if (!tls.ok()) return tls.status();
+    tls_options.tls = std::move(*tls);
+    auto tls_plane =
+        DataPlaneServer::Start(tls_options, c->stores.back().get(), c->ps_services.back()->handler());
+    if (!tls_plane.ok()) {
+      return absl::Status(tls_plane.status().code(),
+                          absl::StrCat("TLS data plane: ", tls_plane.status().message()));
+    }
+    c->tls_data_planes.push_back(*std::move(tls_plane));
   }
+  auto worker_tls = TlsContext::Create(TlsContext::Side::kClient,
+                                       TestPem(ca, MakeTestCert(ca, "worker", "worker")));
+  if (!worker_tls.ok()) return worker_tls.status();
   c->connections.resize(static_cast<size_t>(shape.workers * num_ps));
   for (int w = 0; w < shape.workers; ++w) {
     for (int p = 0; p < num_ps; ++p) {
@@ -95,6 +114,13 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
       GrpcPsClient::Options grpc_options = client_options;
       grpc_options.data_plane = false;
       conn.grpc_client = std::make_unique<GrpcPsClient>(grpc_options);
+      auto tls_fd = DialTcp("127.0.0.1", c->tls_data_planes[p]->port(),
+                            absl::Now() + absl::Seconds(10));
+      if (!tls_fd.ok()) return tls_fd.status();
+      auto tls_stream = (*worker_tls)->Connect(std::move(*tls_fd), "127.0.0.1",
+                                               absl::Now() + absl::Seconds(10));
+      if (!tls_stream.ok()) return tls_stream.status();
+      conn.tls = std::move(*tls_stream);
       if (stripes > 1) {
         for (int k = 0; k < stripes; ++k) {
           conn.stripe_clients.push_back(std::make_unique<GrpcPsClient>(client_options));
@@ -214,6 +240,41 @@ absl::Status RoundTrip(Cluster& c, Path path, size_t size_index, int worker) {
       status.Update(s);
     }
     return status;
+  }
+  if (path == kPsclusterTls) {
+    // As DataPlaneClient: each PS's request frame written (meta serialized
+    // per call), then the answers read.
+    const absl::Time deadline = absl::Now() + absl::FromChrono(kCallTimeout);
+    for (int p = 0; p < c.shape.ps; ++p) {
+      PushRequest meta;
+      std::vector<absl::string_view> payloads;
+      SplitRequest(c.shards[size_index][p].push_pull, &meta, &payloads);
+      if (absl::Status s = WriteFrame(*c.connection(worker, p).tls, kDataPlanePush, 0,
+                                      meta.SerializeAsString(), payloads, deadline);
+          !s.ok()) {
+        return s;
+      }
+    }
+    for (int p = 0; p < c.shape.ps; ++p) {
+      Connection& conn = c.connection(worker, p);
+      FrameHead head;
+      bool closed = false;
+      if (absl::Status s = ReadFrameHead(*conn.tls, int64_t{1} << 31, deadline,
+                                         absl::FromChrono(kCallTimeout), &head, &closed);
+          !s.ok()) {
+        return s;
+      }
+      if (head.code != 0) return absl::InternalError(absl::StrCat("TLS data plane: ", head.meta));
+      if (absl::Status s = ReceiveMessage(*conn.tls, head, &conn.tls_pushed, deadline); !s.ok()) {
+        return s;
+      }
+      if (absl::Status s =
+              CheckPulled(conn.tls_pushed.pulled(), c.shards[size_index][p].bytes, "TLS push+pull");
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
   }
   if (path == kPsclusterStriped) {
     std::vector<std::unique_ptr<PendingPsCall>> calls;

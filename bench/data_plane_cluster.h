@@ -28,6 +28,7 @@
 #include "ps/service/grpc_ps_client.h"
 #include "ps/service/ps_service.h"
 #include "rpc/rpc_util.h"
+#include "rpc/tls_stream.h"
 
 namespace pscluster {
 namespace bench {
@@ -64,11 +65,15 @@ enum Path {
   kPsliteFused = 5,     // ZPushPull, Wait.
   kPsclusterStriped = 6,
   kPsclusterGrpc = 7,  // as kPscluster, with Pull and Push on gRPC (no data plane)
-  kNumPaths = 8,
+  // As kPscluster, on a second data plane of the same PS speaking mutual TLS
+  // (rpc/tls_stream.h), driven with frames as DataPlaneClient drives them.
+  kPsclusterTls = 8,
+  kNumPaths = 9,
 };
 inline constexpr const char* kPathNames[kNumPaths] = {
     "raw_tcp",          "naive_grpc",   "pscluster",         "pscluster_two_calls",
-    "pslite_push_pull", "pslite_fused", "pscluster_striped", "pscluster_grpc"};
+    "pslite_push_pull", "pslite_fused", "pscluster_striped", "pscluster_grpc",
+    "pscluster_tls"};
 
 inline bool IsPslite(int path) { return path == kPslitePushPull || path == kPsliteFused; }
 
@@ -112,6 +117,9 @@ struct Connection {
   // --stripes: K more channels (TCP connections) to the same PS.
   std::vector<std::unique_ptr<GrpcPsClient>> stripe_clients;
   std::vector<PushResponse> stripe_pushed;
+  // The PS's TLS data plane, with a 'worker' certificate, and its answers.
+  std::unique_ptr<TlsStream> tls;
+  PushResponse tls_pushed;
 };
 
 // One shape's servers and connections, kept for the whole run so repeats
@@ -127,6 +135,9 @@ struct Cluster {
   // Each PS's raw data plane (ps/service/data_plane_server.h), as ps_server
   // starts it.
   std::vector<std::unique_ptr<DataPlaneServer>> data_planes;
+  // A second data plane per PS, over mutual TLS (certificates made in
+  // memory, rpc/test_certs.h), for kPsclusterTls.
+  std::vector<std::unique_ptr<DataPlaneServer>> tls_data_planes;
   // ps-lite's cluster of the same shape (child processes), if --pslite_bench.
   std::unique_ptr<PsliteLauncher> pslite;
   // [worker * shape.ps + ps]: each worker has its own connections to every

@@ -32,6 +32,7 @@
 #include "rpc/frame_socket.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
+#include "rpc/tls_stream.h"
 #include "rpc/transport.h"
 
 ABSL_FLAG(int64_t, max_memory_bytes, int64_t{8} << 30,
@@ -60,10 +61,11 @@ ABSL_FLAG(bool, allow_keyless_jobs, false,
           "gave a key.");
 
 ABSL_FLAG(int, data_plane_port, 0,
-          "TCP port of this PS's raw data plane: Push and Pull as frames on plain TCP, "
-          "without gRPC's framing and copies (ps/service/data_plane_server.h), on the host "
-          "of --address. 0 (default): a free port, which workers learn over gRPC; -1: none "
-          "(workers use gRPC). Plaintext only: with TLS there is none.");
+          "TCP port of this PS's raw data plane: Push and Pull as frames on TCP, without "
+          "gRPC's framing and copies (ps/service/data_plane_server.h), on the host of "
+          "--address. 0 (default): a free port, which workers learn over gRPC; -1: none "
+          "(workers use gRPC). With TLS (--tls_cert/--tls_key/--tls_ca) it speaks mutual "
+          "TLS 1.3 with the same files, and takes only worker/coordinator certificates.");
 
 ABSL_FLAG(int64_t, data_plane_max_pending_bytes, 0,
           "Most bytes the data plane may have allocated, over all connections, for frames "
@@ -185,10 +187,18 @@ int Main(int argc, char** argv) {
   std::unique_ptr<DataPlaneServer> data_plane;
   if (data_plane_port < 0) {
     spdlog::info("no data plane (--data_plane_port=-1): Push and Pull on gRPC only");
-  } else if (TransportUsesTls()) {
-    spdlog::info("no data plane with TLS: Push and Pull on gRPC only");
   } else {
     DataPlaneServer::Options dp;
+    if (TransportUsesTls()) {
+      absl::StatusOr<std::unique_ptr<TlsContext>> tls =
+          TlsContext::Create(TlsContext::Side::kServer, TransportTlsPem());
+      if (!tls.ok()) {
+        spdlog::error("cannot start the data plane's TLS: {}", tls.status().ToString());
+        (*server)->Shutdown();
+        return 1;
+      }
+      dp.tls = std::move(*tls);
+    }
     dp.port = data_plane_port;
     dp.max_message_bytes = MaxMessageBytes();
     dp.max_pending_bytes = max_pending_bytes;
@@ -204,7 +214,8 @@ int Main(int argc, char** argv) {
     }
     data_plane = std::move(*started);
     service.set_data_plane(data_plane.get());
-    spdlog::info("data plane (Push, Pull as raw frames) on {}:{}", host, data_plane->port());
+    spdlog::info("data plane (Push, Pull as raw frames{}) on {}:{}",
+                 dp.tls != nullptr ? ", mutual TLS" : "", host, data_plane->port());
   }
   std::cout << "ps_server listening on " << host << ":" << (*server)->port() << std::endl;
   spdlog::info("serving ParameterServer on {}:{}", host, (*server)->port());

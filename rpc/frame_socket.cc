@@ -63,13 +63,13 @@ constexpr size_t kGrowStepBytes = 64 << 10;
 // ReadGrowing for a std::string or a std::vector of trivial values; `count`
 // in elements.
 template <typename Buffer>
-absl::Status ReadGrowingInto(int fd, size_t count, Buffer* buffer, absl::Time deadline,
-                             const FrameGrowth& grow) {
+absl::Status ReadGrowingInto(FrameStream& stream, size_t count, Buffer* buffer,
+                             absl::Time deadline, const FrameGrowth& grow) {
   using T = typename Buffer::value_type;
   auto bytes = [buffer](size_t from) { return reinterpret_cast<char*>(buffer->data() + from); };
   if (buffer->capacity() >= count) {  // the steady state: a reused buffer
     buffer->resize(count);
-    return ReadFull(fd, bytes(0), count * sizeof(T), deadline);
+    return stream.ReadFull(bytes(0), count * sizeof(T), deadline);
   }
   constexpr size_t kStep = kGrowStepBytes / sizeof(T);
   size_t arrived = 0;
@@ -88,7 +88,7 @@ absl::Status ReadGrowingInto(int fd, size_t count, Buffer* buffer, absl::Time de
       buffer->swap(bigger);
     }
     buffer->resize(target);
-    if (absl::Status s = ReadFull(fd, bytes(arrived), (target - arrived) * sizeof(T), deadline);
+    if (absl::Status s = stream.ReadFull(bytes(arrived), (target - arrived) * sizeof(T), deadline);
         !s.ok()) {
       return s;
     }
@@ -245,6 +245,14 @@ absl::StatusOr<UniqueFd> DialTcp(const std::string& host, int port, absl::Time d
   return result;
 }
 
+absl::Status SetSocketTimeout(int fd, int option, absl::Time deadline) {
+  if (!SetTimeout(fd, option, deadline)) {
+    return absl::UnavailableError(
+        absl::StrCat(option == SO_RCVTIMEO ? "SO_RCVTIMEO: " : "SO_SNDTIMEO: ", ErrnoText()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SetNoDelay(int fd) {
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
@@ -271,7 +279,7 @@ std::string EncodeFrameHead(uint16_t kind, int32_t code, uint32_t meta_bytes,
   return head;
 }
 
-absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view meta,
+absl::Status WriteFrame(FrameStream& stream, uint16_t kind, int32_t code, absl::string_view meta,
                         absl::Span<const absl::string_view> payloads, absl::Time deadline) {
   if (payloads.size() > kMaxFramePayloads || meta.size() > std::numeric_limits<uint32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("frame too large to send: ", payloads.size(),
@@ -284,17 +292,29 @@ absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view m
     sizes.push_back(p.size());
     payload_bytes += p.size();
   }
-  std::string head =
+  const std::string head =
       EncodeFrameHead(kind, code, static_cast<uint32_t>(meta.size()), sizes, payload_bytes);
-
-  std::vector<iovec> pieces;
+  std::vector<absl::string_view> pieces;
   pieces.reserve(2 + payloads.size());
-  pieces.push_back({head.data(), head.size()});
-  if (!meta.empty()) pieces.push_back({const_cast<char*>(meta.data()), meta.size()});
+  pieces.push_back(head);
+  if (!meta.empty()) pieces.push_back(meta);
   for (absl::string_view p : payloads) {
-    if (!p.empty()) pieces.push_back({const_cast<char*>(p.data()), p.size()});
+    if (!p.empty()) pieces.push_back(p);
   }
-  if (!SetTimeout(fd, SO_SNDTIMEO, deadline)) {
+  return stream.WritePieces(pieces, deadline);
+}
+
+absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view meta,
+                        absl::Span<const absl::string_view> payloads, absl::Time deadline) {
+  FdStream stream(fd);
+  return WriteFrame(stream, kind, code, meta, payloads, deadline);
+}
+
+absl::Status FdStream::WritePieces(absl::Span<const absl::string_view> in, absl::Time deadline) {
+  std::vector<iovec> pieces;
+  pieces.reserve(in.size());
+  for (absl::string_view p : in) pieces.push_back({const_cast<char*>(p.data()), p.size()});
+  if (!SetTimeout(fd_, SO_SNDTIMEO, deadline)) {
     return absl::UnavailableError(absl::StrCat("SO_SNDTIMEO: ", ErrnoText()));
   }
   size_t next = 0;
@@ -302,7 +322,7 @@ absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view m
     msghdr msg{};
     msg.msg_iov = &pieces[next];
     msg.msg_iovlen = std::min<size_t>(pieces.size() - next, IOV_MAX);
-    const ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (absl::Status s = IoError("send", deadline); !s.ok()) return s;
@@ -321,13 +341,13 @@ absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view m
   return absl::OkStatus();
 }
 
-absl::Status ReadFull(int fd, char* data, size_t size, absl::Time deadline) {
+absl::Status FdStream::ReadFull(char* data, size_t size, absl::Time deadline) {
   if (size == 0) return absl::OkStatus();
-  if (!SetTimeout(fd, SO_RCVTIMEO, deadline)) {
+  if (!SetTimeout(fd_, SO_RCVTIMEO, deadline)) {
     return absl::UnavailableError(absl::StrCat("SO_RCVTIMEO: ", ErrnoText()));
   }
   while (size > 0) {
-    const ssize_t n = recv(fd, data, size, MSG_WAITALL);
+    const ssize_t n = recv(fd_, data, size, MSG_WAITALL);
     if (n == 0) return absl::UnavailableError("connection closed by the peer");
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -340,51 +360,85 @@ absl::Status ReadFull(int fd, char* data, size_t size, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status ReadGrowing(int fd, size_t size, std::string* buffer, absl::Time deadline,
-                         const FrameGrowth& grow) {
-  return ReadGrowingInto(fd, size, buffer, deadline, grow);
-}
-
-absl::Status Discard(int fd, uint64_t size, absl::Time deadline) {
-  char scratch[16 << 10];
-  while (size > 0) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(size, sizeof(scratch)));
-    if (absl::Status s = ReadFull(fd, scratch, n, deadline); !s.ok()) return s;
-    size -= n;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_deadline,
-                           absl::Duration timeout, FrameHead* head, bool* closed) {
-  FrameLimits limits;
-  limits.max_bytes = max_bytes;
-  return ReadFrameHead(fd, limits, first_byte_deadline, timeout, head, closed);
-}
-
-absl::Status ReadFrameHead(int fd, const FrameLimits& limits, absl::Time first_byte_deadline,
-                           absl::Duration timeout, FrameHead* head, bool* closed) {
-  const int64_t max_bytes = limits.max_bytes;
+absl::Status FdStream::ReadFirstByte(char* byte, absl::Time deadline, bool* closed) {
   *closed = false;
-  WireHeader header{};
-  char* raw = reinterpret_cast<char*>(&header);
-  // The first byte may take long (an idle connection between steps).
-  if (!SetTimeout(fd, SO_RCVTIMEO, first_byte_deadline)) {
+  if (!SetTimeout(fd_, SO_RCVTIMEO, deadline)) {
     return absl::UnavailableError(absl::StrCat("SO_RCVTIMEO: ", ErrnoText()));
   }
   for (;;) {
-    const ssize_t n = recv(fd, raw, 1, 0);
-    if (n == 1) break;
+    const ssize_t n = recv(fd_, byte, 1, 0);
+    if (n == 1) return absl::OkStatus();
     if (n == 0) {
       *closed = true;
       return absl::UnavailableError("connection closed by the peer");
     }
     if (errno == EINTR) continue;
-    if (absl::Status s = IoError("recv", first_byte_deadline); !s.ok()) return s;
+    if (absl::Status s = IoError("recv", deadline); !s.ok()) return s;
   }
+}
+
+absl::Status ReadFull(int fd, char* data, size_t size, absl::Time deadline) {
+  FdStream stream(fd);
+  return stream.ReadFull(data, size, deadline);
+}
+
+absl::Status ReadGrowing(FrameStream& stream, size_t size, std::string* buffer,
+                         absl::Time deadline, const FrameGrowth& grow) {
+  return ReadGrowingInto(stream, size, buffer, deadline, grow);
+}
+
+absl::Status ReadGrowing(int fd, size_t size, std::string* buffer, absl::Time deadline,
+                         const FrameGrowth& grow) {
+  FdStream stream(fd);
+  return ReadGrowingInto(stream, size, buffer, deadline, grow);
+}
+
+absl::Status Discard(FrameStream& stream, uint64_t size, absl::Time deadline) {
+  char scratch[16 << 10];
+  while (size > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(size, sizeof(scratch)));
+    if (absl::Status s = stream.ReadFull(scratch, n, deadline); !s.ok()) return s;
+    size -= n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Discard(int fd, uint64_t size, absl::Time deadline) {
+  FdStream stream(fd);
+  return Discard(stream, size, deadline);
+}
+
+absl::Status ReadFrameHead(FrameStream& stream, int64_t max_bytes,
+                           absl::Time first_byte_deadline, absl::Duration timeout,
+                           FrameHead* head, bool* closed) {
+  FrameLimits limits;
+  limits.max_bytes = max_bytes;
+  return ReadFrameHead(stream, limits, first_byte_deadline, timeout, head, closed);
+}
+
+absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_deadline,
+                           absl::Duration timeout, FrameHead* head, bool* closed) {
+  FdStream stream(fd);
+  return ReadFrameHead(stream, max_bytes, first_byte_deadline, timeout, head, closed);
+}
+
+absl::Status ReadFrameHead(int fd, const FrameLimits& limits, absl::Time first_byte_deadline,
+                           absl::Duration timeout, FrameHead* head, bool* closed) {
+  FdStream stream(fd);
+  return ReadFrameHead(stream, limits, first_byte_deadline, timeout, head, closed);
+}
+
+absl::Status ReadFrameHead(FrameStream& stream, const FrameLimits& limits,
+                           absl::Time first_byte_deadline, absl::Duration timeout,
+                           FrameHead* head, bool* closed) {
+  const int64_t max_bytes = limits.max_bytes;
+  WireHeader header{};
+  char* raw = reinterpret_cast<char*>(&header);
+  // The first byte may take long (an idle connection between steps).
+  if (absl::Status s = stream.ReadFirstByte(raw, first_byte_deadline, closed); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + timeout;
   head->deadline = deadline;
-  if (absl::Status s = ReadFull(fd, raw + 1, sizeof(header) - 1, deadline); !s.ok()) return s;
+  if (absl::Status s = stream.ReadFull(raw + 1, sizeof(header) - 1, deadline); !s.ok()) return s;
   if (header.magic != kFrameMagic) {
     return absl::InvalidArgumentError("not a pscluster data-plane frame (bad magic)");
   }
@@ -411,7 +465,7 @@ absl::Status ReadFrameHead(int fd, const FrameLimits& limits, absl::Time first_b
   head->kind = header.kind;
   head->code = header.code;
   head->payload_bytes = header.payload_bytes;
-  if (absl::Status s = ReadGrowingInto(fd, size_t{header.payload_count}, &head->payload_sizes,
+  if (absl::Status s = ReadGrowingInto(stream, size_t{header.payload_count}, &head->payload_sizes,
                                        deadline, limits.grow);
       !s.ok()) {
     return s;
@@ -428,7 +482,7 @@ absl::Status ReadFrameHead(int fd, const FrameLimits& limits, absl::Time first_b
                                                    sum, ", its header says ",
                                                    header.payload_bytes));
   }
-  return ReadGrowingInto(fd, size_t{header.meta_bytes}, &head->meta, deadline, limits.grow);
+  return ReadGrowingInto(stream, size_t{header.meta_bytes}, &head->meta, deadline, limits.grow);
 }
 
 }  // namespace pscluster

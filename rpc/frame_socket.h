@@ -1,4 +1,4 @@
-// Frames on a plain TCP socket: the transport of pscluster's raw data plane
+// Frames on a TCP socket: the transport of pscluster's raw data plane
 // (ps/service/data_plane.h), which moves tensors between workers and PS
 // without gRPC's HTTP/2 framing, thread hand-offs and protobuf copies.
 //
@@ -12,6 +12,11 @@
 // read straight into the caller's buffers, so a tensor costs one kernel copy
 // at each end and no user-space copy. Everything is little-endian, the
 // host's order (pscluster's tensors are little-endian too).
+//
+// Frames travel on a FrameStream: a plain socket (FdStream, below) or mutual
+// TLS on one (TlsStream, rpc/tls_stream.h); the frame logic is the same for
+// both. The functions taking an `int fd` read and write that socket in
+// plaintext.
 //
 // Sockets are blocking; every read and write is bounded by a deadline
 // (SO_RCVTIMEO / SO_SNDTIMEO set to the time left), and a header announcing
@@ -75,6 +80,51 @@ absl::StatusOr<UniqueFd> DialTcp(const std::string& host, int port, absl::Time d
 // TCP_NODELAY on a connected socket (frames are written whole).
 absl::Status SetNoDelay(int fd);
 
+// Sets `option` (SO_RCVTIMEO or SO_SNDTIMEO) of `fd` to the time left before
+// `deadline` (at least 1 ms; no timeout for absl::InfiniteFuture()), so that
+// a blocking read or write ends with EAGAIN then. UNAVAILABLE if it fails.
+absl::Status SetSocketTimeout(int fd, int option, absl::Time deadline);
+
+// A connected byte stream that frames are read from and written to. Not
+// thread-safe: one call at a time. Errors: UNAVAILABLE when the peer closed
+// or the connection broke, DEADLINE_EXCEEDED when `deadline` passed (the
+// stream is then unusable).
+class FrameStream {
+ public:
+  virtual ~FrameStream() = default;
+
+  // The socket underneath (to poll or shut it down); owned by the stream.
+  virtual int fd() const = 0;
+  // Reads one byte, waiting for it until `deadline` (absl::InfiniteFuture():
+  // for ever). `*closed` is set when the peer ended the stream cleanly first.
+  virtual absl::Status ReadFirstByte(char* byte, absl::Time deadline, bool* closed) = 0;
+  // Reads exactly `size` bytes into `data`.
+  virtual absl::Status ReadFull(char* data, size_t size, absl::Time deadline) = 0;
+  // Writes every piece, in order.
+  virtual absl::Status WritePieces(absl::Span<const absl::string_view> pieces,
+                                   absl::Time deadline) = 0;
+};
+
+// A plain TCP socket: sendmsg over iovecs, recv(MSG_WAITALL) straight into
+// the caller's buffers.
+class FdStream final : public FrameStream {
+ public:
+  // Owns `fd` and closes it when destroyed.
+  explicit FdStream(UniqueFd fd) : owned_(std::move(fd)), fd_(owned_.get()) {}
+  // Reads and writes `fd`, which the caller keeps and closes.
+  explicit FdStream(int fd) : fd_(fd) {}
+
+  int fd() const override { return fd_; }
+  absl::Status ReadFirstByte(char* byte, absl::Time deadline, bool* closed) override;
+  absl::Status ReadFull(char* data, size_t size, absl::Time deadline) override;
+  absl::Status WritePieces(absl::Span<const absl::string_view> pieces,
+                           absl::Time deadline) override;
+
+ private:
+  UniqueFd owned_;
+  const int fd_;
+};
+
 inline constexpr uint32_t kFrameMagic = 0x50445350;  // "PSDP" in memory order
 inline constexpr uint16_t kFrameVersion = 1;
 // More payloads than this in one frame is refused as malformed.
@@ -101,6 +151,8 @@ std::string EncodeFrameHead(uint16_t kind, int32_t code, uint32_t meta_bytes,
 
 // Writes one frame. UNAVAILABLE when the peer is gone; DEADLINE_EXCEEDED when
 // the peer did not take the bytes in time (the connection is then unusable).
+absl::Status WriteFrame(FrameStream& stream, uint16_t kind, int32_t code, absl::string_view meta,
+                        absl::Span<const absl::string_view> payloads, absl::Time deadline);
 absl::Status WriteFrame(int fd, uint16_t kind, int32_t code, absl::string_view meta,
                         absl::Span<const absl::string_view> payloads, absl::Time deadline);
 
@@ -129,9 +181,15 @@ struct FrameLimits {
 // names a bad magic/version, too many payloads, or sizes that do not add up; RESOURCE_EXHAUSTED a
 // frame or meta past `limits`, or what `limits.grow` refused. `head` may be reused from the last
 // frame: the capacity of its sizes and meta is read into (ReadGrowing).
+absl::Status ReadFrameHead(FrameStream& stream, const FrameLimits& limits,
+                           absl::Time first_byte_deadline, absl::Duration timeout,
+                           FrameHead* head, bool* closed);
 absl::Status ReadFrameHead(int fd, const FrameLimits& limits, absl::Time first_byte_deadline,
                            absl::Duration timeout, FrameHead* head, bool* closed);
 // As above, with only a frame limit of `max_bytes`.
+absl::Status ReadFrameHead(FrameStream& stream, int64_t max_bytes,
+                           absl::Time first_byte_deadline, absl::Duration timeout,
+                           FrameHead* head, bool* closed);
 absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_deadline,
                            absl::Duration timeout, FrameHead* head, bool* closed);
 
@@ -144,12 +202,15 @@ absl::Status ReadFull(int fd, char* data, size_t size, absl::Time deadline);
 // grows as bytes arrive, to at most twice what has arrived (at least 64 KiB
 // at a time, never past `size`), `grow` asked before each growth: a peer
 // that announces `size` and sends k bytes costs about 2 k, not `size`.
+absl::Status ReadGrowing(FrameStream& stream, size_t size, std::string* buffer,
+                         absl::Time deadline, const FrameGrowth& grow = {});
 absl::Status ReadGrowing(int fd, size_t size, std::string* buffer, absl::Time deadline,
                          const FrameGrowth& grow = {});
 
 // Reads and drops `size` bytes through a small fixed buffer (nothing is
 // allocated for them): the rest of a frame that is refused but whose sender
 // should still see the answer rather than a reset connection.
+absl::Status Discard(FrameStream& stream, uint64_t size, absl::Time deadline);
 absl::Status Discard(int fd, uint64_t size, absl::Time deadline);
 
 }  // namespace pscluster

@@ -15,11 +15,13 @@
 #define PSCLUSTER_RPC_PEER_ROLE_H_
 
 #include <grpcpp/grpcpp.h>
+#include <openssl/x509.h>
 
 #include <initializer_list>
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace pscluster {
@@ -31,6 +33,16 @@ std::optional<std::string> RoleOfSubject(absl::string_view subject);
 // The role of the authenticated TLS peer of `context`; nullopt without TLS
 // or without a role OU.
 std::optional<std::string> PeerRole(const grpc::ServerContextBase& context);
+
+// The role (subject OU) of a verified peer certificate, for connections that
+// are not gRPC's (the PS's TLS data plane, rpc/tls_stream.h); nullopt
+// without an OU.
+std::optional<std::string> RoleOfCertificate(const X509* cert);
+
+// OK when `role` is absent or in `allowed`; else PERMISSION_DENIED naming
+// the role and the method.
+absl::Status CheckRole(const std::optional<std::string>& role,
+                       std::initializer_list<absl::string_view> allowed, absl::string_view method);
 
 // OK when the peer may call `method`: no TLS, no role, or a role in
 // `allowed`; else PERMISSION_DENIED naming the role and the method.

@@ -166,6 +166,13 @@ std::string TransportServerName() {
   return State().server_name;
 }
 
+TlsPem TransportTlsPem() {
+  absl::MutexLock lock(&StateMutex());
+  const TransportState& s = State();
+  if (!s.tls) return TlsPem();
+  return TlsPem{s.cert_pem, s.key_pem, s.ca_pem};
+}
+
 std::shared_ptr<grpc::ChannelCredentials> TransportChannelCredentials() {
   absl::MutexLock lock(&StateMutex());
   const TransportState& s = State();

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "common/cluster_config.h"
+#include "rpc/tls_stream.h"
 
 namespace pscluster {
 
@@ -56,6 +57,10 @@ int64_t MaxMessageBytes();
 // The name peers' certificates are checked against instead of the dialled
 // host; empty when not set.
 std::string TransportServerName();
+// The PEM texts ConfigureTransport read (all empty without TLS), for the
+// connections that are not gRPC's: the PS's data plane (rpc/tls_stream.h)
+// speaks mutual TLS with the same certificate, key and CA.
+TlsPem TransportTlsPem();
 std::shared_ptr<grpc::ChannelCredentials> TransportChannelCredentials();
 std::shared_ptr<grpc::ServerCredentials> TransportServerCredentials();
 

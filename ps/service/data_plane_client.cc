@@ -27,7 +27,7 @@ bool LooksClosed(int fd) {
 class DataPlaneClient::Call : public PendingPsCall {
  public:
   template <typename Request, typename Response>
-  Call(DataPlaneClient* client, std::unique_ptr<UniqueFd> connection, uint16_t kind,
+  Call(DataPlaneClient* client, std::unique_ptr<FrameStream> connection, uint16_t kind,
        const Request& request, Response* response)
       : client_(client),
         connection_(std::move(connection)),
@@ -45,9 +45,9 @@ class DataPlaneClient::Call : public PendingPsCall {
                        MaxMessageBytes(), " bytes (--max_message_bytes)"));
       return;
     }
-    status_ = WriteFrame(connection_->get(), kind, 0, serialized, payloads, deadline_);
-    receive_ = [response](int fd, const FrameHead& head, absl::Time deadline) {
-      return ReceiveMessage(fd, head, response, deadline);
+    status_ = WriteFrame(*connection_, kind, 0, serialized, payloads, deadline_);
+    receive_ = [response](FrameStream& stream, const FrameHead& head, absl::Time deadline) {
+      return ReceiveMessage(stream, head, response, deadline);
     };
   }
 
@@ -61,7 +61,7 @@ class DataPlaneClient::Call : public PendingPsCall {
     if (status_.ok()) {
       FrameHead head;
       bool closed = false;
-      status_ = ReadFrameHead(connection_->get(), MaxMessageBytes(), deadline_,
+      status_ = ReadFrameHead(*connection_, MaxMessageBytes(), deadline_,
                               absl::FromChrono(client_->options_.call_timeout), &head, &closed);
       if (status_.ok() && head.kind != kDataPlaneAnswer) {
         status_ = absl::InternalError(absl::StrCat("data plane: answer of kind ", head.kind));
@@ -73,7 +73,7 @@ class DataPlaneClient::Call : public PendingPsCall {
             known ? static_cast<absl::StatusCode>(head.code) : absl::StatusCode::kUnknown,
             head.meta);
       } else if (status_.ok()) {
-        status_ = receive_(connection_->get(), head, deadline_);
+        status_ = receive_(*connection_, head, deadline_);
         clean = status_.ok();
       } else if (absl::IsInvalidArgument(status_) || absl::IsResourceExhausted(status_)) {
         status_ = absl::InternalError(absl::StrCat("data plane: bad answer: ", status_.message()));
@@ -90,9 +90,9 @@ class DataPlaneClient::Call : public PendingPsCall {
 
  private:
   DataPlaneClient* const client_;
-  std::unique_ptr<UniqueFd> connection_;
+  std::unique_ptr<FrameStream> connection_;
   const absl::Time deadline_;
-  std::function<absl::Status(int, const FrameHead&, absl::Time)> receive_;
+  std::function<absl::Status(FrameStream&, const FrameHead&, absl::Time)> receive_;
   absl::Status status_;
   bool waited_ = false;
 };
@@ -101,6 +101,18 @@ DataPlaneClient::DataPlaneClient(Options options, ParameterServer::Stub* stub)
     : options_(std::move(options)), stub_(stub) {
   int port = 0;
   usable_target_ = SplitHostPort(options_.target, &host_, &port).ok();
+  tls_ = TransportUsesTls();
+  if (usable_target_ && tls_) {
+    absl::StatusOr<std::unique_ptr<TlsContext>> context =
+        TlsContext::Create(TlsContext::Side::kClient, TransportTlsPem());
+    if (context.ok()) {
+      tls_context_ = std::move(*context);
+    } else {
+      spdlog::warn("ps {}: no TLS data plane ({}); Push and Pull go over gRPC", options_.target,
+                   std::string(context.status().message()));
+    }
+    tls_peer_name_ = TransportServerName().empty() ? host_ : TransportServerName();
+  }
 }
 
 absl::Status DataPlaneClient::Named(const absl::Status& status) const {
@@ -120,8 +132,8 @@ absl::StatusOr<int> DataPlaneClient::Discover() {
   return response.port();
 }
 
-absl::StatusOr<std::unique_ptr<UniqueFd>> DataPlaneClient::Acquire() {
-  if (!usable_target_ || TransportUsesTls()) return nullptr;
+absl::StatusOr<std::unique_ptr<FrameStream>> DataPlaneClient::Acquire() {
+  if (!usable_target_ || (tls_ && tls_context_ == nullptr)) return nullptr;
   int port;
   {
     absl::MutexLock lock(&mu_);
@@ -130,7 +142,7 @@ absl::StatusOr<std::unique_ptr<UniqueFd>> DataPlaneClient::Acquire() {
       idle_.pop_back();
       // Idle too long: the PS may be about to close it (its idle timeout).
       if (absl::Now() - idle.since > options_.max_idle) continue;
-      if (!LooksClosed(idle.connection->get())) return std::move(idle.connection);
+      if (!LooksClosed(idle.connection->fd())) return std::move(idle.connection);
       // The PS went away since the last call: its port may have changed too.
       idle_.clear();
       port_ = 0;
@@ -150,9 +162,9 @@ absl::StatusOr<std::unique_ptr<UniqueFd>> DataPlaneClient::Acquire() {
   }
   const absl::Time deadline =
       absl::Now() + std::min(absl::FromChrono(options_.call_timeout), absl::Seconds(5));
-  absl::StatusOr<UniqueFd> dialled = DialTcp(host_, port, deadline);
+  absl::StatusOr<std::unique_ptr<FrameStream>> dialled = Dial(port, deadline);
   if (!dialled.ok()) {
-    spdlog::warn("ps {}: data plane on port {} not reachable ({}); using gRPC for {}",
+    spdlog::warn("ps {}: data plane on port {} not usable ({}); using gRPC for {}",
                  options_.target, port, std::string(dialled.status().message()),
                  absl::FormatDuration(options_.retry_after));
     absl::MutexLock lock(&mu_);
@@ -160,10 +172,20 @@ absl::StatusOr<std::unique_ptr<UniqueFd>> DataPlaneClient::Acquire() {
     retry_at_ = absl::Now() + options_.retry_after;
     return nullptr;
   }
-  return std::make_unique<UniqueFd>(std::move(*dialled));
+  return std::move(*dialled);
 }
 
-void DataPlaneClient::Release(std::unique_ptr<UniqueFd> connection) {
+absl::StatusOr<std::unique_ptr<FrameStream>> DataPlaneClient::Dial(int port, absl::Time deadline) {
+  absl::StatusOr<UniqueFd> dialled = DialTcp(host_, port, deadline);
+  if (!dialled.ok()) return dialled.status();
+  if (tls_context_ == nullptr) return std::make_unique<FdStream>(std::move(*dialled));
+  absl::StatusOr<std::unique_ptr<TlsStream>> secured =
+      tls_context_->Connect(std::move(*dialled), tls_peer_name_, deadline);
+  if (!secured.ok()) return secured.status();
+  return std::unique_ptr<FrameStream>(std::move(*secured));
+}
+
+void DataPlaneClient::Release(std::unique_ptr<FrameStream> connection) {
   absl::MutexLock lock(&mu_);
   idle_.push_back({std::move(connection), absl::Now()});
 }
@@ -174,13 +196,13 @@ void DataPlaneClient::Forget() {
   port_ = 0;
 }
 
-std::unique_ptr<PendingPsCall> DataPlaneClient::StartPush(std::unique_ptr<UniqueFd> connection,
+std::unique_ptr<PendingPsCall> DataPlaneClient::StartPush(std::unique_ptr<FrameStream> connection,
                                                           const PushRequest& request,
                                                           PushResponse* response) {
   return std::make_unique<Call>(this, std::move(connection), kDataPlanePush, request, response);
 }
 
-absl::Status DataPlaneClient::Pull(std::unique_ptr<UniqueFd> connection, const PullRequest& request,
+absl::Status DataPlaneClient::Pull(std::unique_ptr<FrameStream> connection, const PullRequest& request,
                                    PullResponse* response) {
   return Call(this, std::move(connection), kDataPlanePull, request, response).Wait();
 }

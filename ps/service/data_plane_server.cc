@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "ps/service/data_plane_wire.h"
+#include "rpc/peer_role.h"
 
 namespace pscluster {
 namespace {
@@ -42,9 +43,9 @@ int64_t PayloadCapacity(Request* request) {
 }
 
 // Answers with an error; best effort (the connection may be gone).
-void WriteError(int fd, const absl::Status& status) {
+void WriteError(FrameStream& stream, const absl::Status& status) {
   const std::string message(status.message());
-  (void)WriteFrame(fd, kDataPlaneAnswer, static_cast<int32_t>(status.code()), message, {},
+  (void)WriteFrame(stream, kDataPlaneAnswer, static_cast<int32_t>(status.code()), message, {},
                    absl::Now() + absl::Seconds(5));
 }
 
@@ -195,7 +196,24 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
   FrameHead head;                 // reused: its meta's buffer is kept for the next frame
   std::vector<std::string> kept;  // a request's payload buffers while its meta is checked
   bool proven = false;
+  // OK, or why this connection's certificate may not Push or Pull.
+  absl::Status role_refusal;
+  std::unique_ptr<FrameStream> stream;  // reads and writes fd; Serve closes fd
   absl::Status status = SetNoDelay(fd);
+  if (status.ok() && options_.tls == nullptr) {
+    stream = std::make_unique<FdStream>(fd);
+  } else if (status.ok()) {
+    absl::StatusOr<std::unique_ptr<TlsStream>> secured =
+        options_.tls->Accept(fd, first_frame_deadline);
+    if (secured.ok()) {
+      role_refusal = CheckRole(RoleOfCertificate((*secured)->peer_certificate()),
+                               {"worker", "coordinator"}, "the data plane (Push, Pull)");
+      stream = std::move(*secured);
+    } else {
+      status = secured.status();
+      spdlog::debug("data plane: TLS handshake refused: {}", std::string(status.message()));
+    }
+  }
   while (status.ok()) {
     if (c->release.load()) {  // ReleaseBuffers came during the last call
       absl::MutexLock call_lock(&c->mu);
@@ -207,7 +225,8 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
     bool closed = false;
     const absl::Time first_byte_deadline =
         proven ? absl::Now() + options_.idle_timeout : first_frame_deadline;
-    status = ReadFrameHead(fd, limits, first_byte_deadline, options_.frame_timeout, &head, &closed);
+    status =
+        ReadFrameHead(*stream, limits, first_byte_deadline, options_.frame_timeout, &head, &closed);
     // The messages are this call's until it is answered (ReleaseBuffers).
     absl::MutexLock call_lock(&c->mu);
     if (!status.ok()) {
@@ -215,7 +234,7 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
       // The peer's end (or Shutdown) is the normal way out; a bad frame is
       // answered so that its sender sees why.
       if (!closed && (absl::IsInvalidArgument(status) || absl::IsResourceExhausted(status))) {
-        WriteError(fd, status);
+        WriteError(*stream, status);
       }
       break;
     }
@@ -224,7 +243,7 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
     if (!push && head.kind != kDataPlanePull) {
       EndFrame(c.get(), head, &reserved);
       // Its payloads were not read: the connection is out of step.
-      WriteError(fd, absl::InvalidArgumentError(
+      WriteError(*stream, absl::InvalidArgumentError(
                          absl::StrCat("unknown data-plane frame kind ", head.kind)));
       break;
     }
@@ -234,19 +253,21 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
     if (!status.ok()) {
       kept.clear();
       EndFrame(c.get(), head, &reserved);
-      WriteError(fd, status);
+      WriteError(*stream, status);
       break;
     }
-    const absl::Status auth = push ? jobs_->CheckPushAuth(c->push) : jobs_->CheckPullAuth(c->pull);
+    const absl::Status auth = !role_refusal.ok() ? role_refusal
+                              : push             ? jobs_->CheckPushAuth(c->push)
+                                                 : jobs_->CheckPullAuth(c->pull);
     if (!auth.ok()) {
       kept.clear();
       EndFrame(c.get(), head, &reserved);
       if (handler_ != nullptr) handler_->Record(method, auth, start);
       calls_.fetch_add(1);
-      WriteError(fd, auth);
+      WriteError(*stream, auth);
       // Dropped unread-into-memory, so that a sender still writing them sees
       // the answer (a restarted PS's NOT_FOUND) rather than a reset.
-      (void)Discard(fd, head.payload_bytes, head.deadline);
+      (void)Discard(*stream, head.payload_bytes, head.deadline);
       break;
     }
     if (!proven) {
@@ -255,8 +276,8 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
       absl::MutexLock lock(&mu_);
       --unproven_;
     }
-    status = push ? ReadFramePayloads(fd, head, &c->push, &kept, head.deadline, limits.grow)
-                  : ReadFramePayloads(fd, head, &c->pull, &kept, head.deadline, limits.grow);
+    status = push ? ReadFramePayloads(*stream, head, &c->push, &kept, head.deadline, limits.grow)
+                  : ReadFramePayloads(*stream, head, &c->pull, &kept, head.deadline, limits.grow);
     kept.clear();
     if (head.meta.capacity() > kKeepHeadBytes) head.meta = std::string();
     if (head.payload_sizes.capacity() * sizeof(uint64_t) > kKeepHeadBytes) {
@@ -265,7 +286,7 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
     EndFrame(c.get(), head, &reserved);
     if (!status.ok()) {
       if (absl::IsInvalidArgument(status) || absl::IsResourceExhausted(status)) {
-        WriteError(fd, status);
+        WriteError(*stream, status);
       }
       break;
     }
@@ -282,18 +303,18 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
       done.WaitForNotification();
       if (handler_ != nullptr) handler_->Record(method, result, start);
       calls_.fetch_add(1);
-      status = result.ok() ? WriteMessage(fd, kDataPlaneAnswer, &c->pushed,
+      status = result.ok() ? WriteMessage(*stream, kDataPlaneAnswer, &c->pushed,
                                           absl::Now() + options_.frame_timeout)
-                           : (WriteError(fd, result), absl::OkStatus());
+                           : (WriteError(*stream, result), absl::OkStatus());
       if (head.payload_bytes > kKeepBuffersBytes) Release(c.get());
     } else {
       c->pulled.Clear();
       result = jobs_->Pull(c->pull, &c->pulled);
       if (handler_ != nullptr) handler_->Record(method, result, start);
       calls_.fetch_add(1);
-      status = result.ok() ? WriteMessage(fd, kDataPlaneAnswer, &c->pulled,
+      status = result.ok() ? WriteMessage(*stream, kDataPlaneAnswer, &c->pulled,
                                           absl::Now() + options_.frame_timeout)
-                           : (WriteError(fd, result), absl::OkStatus());
+                           : (WriteError(*stream, result), absl::OkStatus());
       if (c->pulled.ByteSizeLong() > kKeepBuffersBytes) Release(c.get());
     }
   }
@@ -302,6 +323,7 @@ void DataPlaneServer::Serve(std::shared_ptr<Connection> c) {
     Release(c.get());
   }
   AdjustBufferBytes(-reserved.head);
+  stream.reset();  // before the socket is closed
   absl::MutexLock lock(&mu_);
   if (!proven) --unproven_;
   connections_.erase(fd);

@@ -1,7 +1,8 @@
 // DataPlaneServer: a PS's raw-socket data plane. Serves Push and Pull — the
 // same JobStores calls, checks and pscluster_rpc_* metrics as the gRPC
-// methods of ParameterServerService — as frames on plain TCP connections
-// (ps/service/data_plane_wire.h), with one thread per connection reading
+// methods of ParameterServerService — as frames on TCP connections
+// (ps/service/data_plane_wire.h), plaintext or mutual TLS (Options::tls),
+// with one thread per connection reading
 // each request straight into that connection's own reused messages and
 // writing the answer from the response's own buffers.
 //
@@ -12,8 +13,15 @@
 //
 // Workers find the port with ParameterServer.DataPlane (GrpcPsClient does,
 // and falls back to gRPC when there is none). Everything else (create,
-// checkpoints, stats) stays on gRPC. The data plane is plaintext: ps_server
-// starts it only when the process's transport is not TLS.
+// checkpoints, stats) stays on gRPC. When the process's transport is TLS,
+// ps_server gives the data plane the same certificate, key and CA: each
+// connection first completes a TLS 1.3 handshake (a client certificate
+// signed by the cluster CA is required; within the first-frame deadline, on
+// the connection's own thread), and the certificate's role (rpc/peer_role.h)
+// must be "worker" or "coordinator" (or none), as for gRPC's Push and Pull:
+// another role's first frame is answered PERMISSION_DENIED and the
+// connection closed. A failed handshake closes the connection, serving
+// nothing.
 //
 // A connection whose frames are malformed (bad magic, too large, payloads
 // that do not match the meta) is answered with the error and closed; a
@@ -62,6 +70,7 @@
 #include "ps/core/memory_budget.h"
 #include "rpc/frame_socket.h"
 #include "rpc/handler.h"
+#include "rpc/tls_stream.h"
 
 namespace pscluster {
 
@@ -99,6 +108,9 @@ class DataPlaneServer {
     // A frame, once its first byte has arrived, must be read whole within
     // this; an answer must be taken by the client within it.
     absl::Duration frame_timeout = absl::Seconds(60);
+    // Mutual TLS: a server-side context (TlsContext::Side::kServer) with the
+    // process's certificate, key and cluster CA. Null: plaintext.
+    std::shared_ptr<const TlsContext> tls;
   };
 
   // Listens and starts accepting. `jobs` and `handler` (the gRPC service's:

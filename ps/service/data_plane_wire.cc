@@ -79,14 +79,14 @@ void SplitRequest(const PushRequest& request, PushRequest* meta,
 }
 
 template <typename Message>
-absl::Status WriteMessage(int fd, uint16_t kind, Message* message, absl::Time deadline) {
+absl::Status WriteMessage(FrameStream& stream, uint16_t kind, Message* message, absl::Time deadline) {
   std::vector<std::string*> fields;
   PayloadFields(message, &fields);
   std::vector<std::string> held(fields.size());
   for (size_t i = 0; i < fields.size(); ++i) fields[i]->swap(held[i]);
   const std::string meta = message->SerializeAsString();
   std::vector<absl::string_view> payloads(held.begin(), held.end());
-  absl::Status s = WriteFrame(fd, kind, 0, meta, payloads, deadline);
+  absl::Status s = WriteFrame(stream, kind, 0, meta, payloads, deadline);
   for (size_t i = 0; i < fields.size(); ++i) fields[i]->swap(held[i]);
   return s;
 }
@@ -119,7 +119,7 @@ absl::Status ParseFrameMeta(const FrameHead& head, Message* message,
 }
 
 template <typename Message>
-absl::Status ReadFramePayloads(int fd, const FrameHead& head, Message* message,
+absl::Status ReadFramePayloads(FrameStream& stream, const FrameHead& head, Message* message,
                                std::vector<std::string>* kept, absl::Time deadline,
                                const FrameGrowth& grow) {
   std::vector<std::string*> fields;
@@ -129,7 +129,7 @@ absl::Status ReadFramePayloads(int fd, const FrameHead& head, Message* message,
     if (i < kept->size()) field->swap((*kept)[i]);
     // Into the kept buffer when it is large enough (shrinking or keeping the
     // size writes nothing); else it grows as the bytes arrive.
-    if (absl::Status s = ReadGrowing(fd, head.payload_sizes[i], field, deadline, grow); !s.ok()) {
+    if (absl::Status s = ReadGrowing(stream, head.payload_sizes[i], field, deadline, grow); !s.ok()) {
       return s;
     }
   }
@@ -138,29 +138,29 @@ absl::Status ReadFramePayloads(int fd, const FrameHead& head, Message* message,
 }
 
 template <typename Message>
-absl::Status ReceiveMessage(int fd, const FrameHead& head, Message* message, absl::Time deadline,
+absl::Status ReceiveMessage(FrameStream& stream, const FrameHead& head, Message* message, absl::Time deadline,
                             const FrameGrowth& grow) {
   std::vector<std::string> kept;
   if (absl::Status s = ParseFrameMeta(head, message, &kept); !s.ok()) return s;
-  return ReadFramePayloads(fd, head, message, &kept, deadline, grow);
+  return ReadFramePayloads(stream, head, message, &kept, deadline, grow);
 }
 
-template absl::Status WriteMessage(int, uint16_t, PushResponse*, absl::Time);
-template absl::Status WriteMessage(int, uint16_t, PullResponse*, absl::Time);
-template absl::Status ReceiveMessage(int, const FrameHead&, PushRequest*, absl::Time,
+template absl::Status WriteMessage(FrameStream&, uint16_t, PushResponse*, absl::Time);
+template absl::Status WriteMessage(FrameStream&, uint16_t, PullResponse*, absl::Time);
+template absl::Status ReceiveMessage(FrameStream&, const FrameHead&, PushRequest*, absl::Time,
                                      const FrameGrowth&);
-template absl::Status ReceiveMessage(int, const FrameHead&, PullRequest*, absl::Time,
+template absl::Status ReceiveMessage(FrameStream&, const FrameHead&, PullRequest*, absl::Time,
                                      const FrameGrowth&);
-template absl::Status ReceiveMessage(int, const FrameHead&, PushResponse*, absl::Time,
+template absl::Status ReceiveMessage(FrameStream&, const FrameHead&, PushResponse*, absl::Time,
                                      const FrameGrowth&);
-template absl::Status ReceiveMessage(int, const FrameHead&, PullResponse*, absl::Time,
+template absl::Status ReceiveMessage(FrameStream&, const FrameHead&, PullResponse*, absl::Time,
                                      const FrameGrowth&);
 template absl::Status ParseFrameMeta(const FrameHead&, PushRequest*, std::vector<std::string>*);
 template absl::Status ParseFrameMeta(const FrameHead&, PullRequest*, std::vector<std::string>*);
-template absl::Status ReadFramePayloads(int, const FrameHead&, PushRequest*,
+template absl::Status ReadFramePayloads(FrameStream&, const FrameHead&, PushRequest*,
                                         std::vector<std::string>*, absl::Time,
                                         const FrameGrowth&);
-template absl::Status ReadFramePayloads(int, const FrameHead&, PullRequest*,
+template absl::Status ReadFramePayloads(FrameStream&, const FrameHead&, PullRequest*,
                                         std::vector<std::string>*, absl::Time,
                                         const FrameGrowth&);
 

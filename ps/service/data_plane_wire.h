@@ -56,16 +56,17 @@ void SplitRequest(const PullRequest& request, PullRequest* meta,
 // payload strings are moved aside while the meta is serialized and put back
 // before returning, so `message` is unchanged.
 template <typename Message>
-absl::Status WriteMessage(int fd, uint16_t kind, Message* message, absl::Time deadline);
+absl::Status WriteMessage(FrameStream& stream, uint16_t kind, Message* message,
+                          absl::Time deadline);
 
 // Parses the frame whose head was just read into `message`, reading its
-// payloads from `fd` into `message`'s fields. INVALID_ARGUMENT when the meta
+// payloads from `stream` into `message`'s fields. INVALID_ARGUMENT when the meta
 // does not parse or announces other payloads than the frame carries (the
 // connection is then out of step: close it); `grow`'s status when it refuses
 // a buffer's growth.
 template <typename Message>
-absl::Status ReceiveMessage(int fd, const FrameHead& head, Message* message, absl::Time deadline,
-                            const FrameGrowth& grow = {});
+absl::Status ReceiveMessage(FrameStream& stream, const FrameHead& head, Message* message,
+                            absl::Time deadline, const FrameGrowth& grow = {});
 
 // ReceiveMessage in two steps, for a server that checks the request's meta
 // before it reads (and allocates for) any payload. ParseFrameMeta parses the
@@ -78,9 +79,29 @@ template <typename Message>
 absl::Status ParseFrameMeta(const FrameHead& head, Message* message,
                             std::vector<std::string>* kept);
 template <typename Message>
-absl::Status ReadFramePayloads(int fd, const FrameHead& head, Message* message,
+absl::Status ReadFramePayloads(FrameStream& stream, const FrameHead& head, Message* message,
                                std::vector<std::string>* kept, absl::Time deadline,
                                const FrameGrowth& grow = {});
+
+// The above on a plaintext socket `fd` (the caller keeps it).
+template <typename Message>
+absl::Status WriteMessage(int fd, uint16_t kind, Message* message, absl::Time deadline) {
+  FdStream stream(fd);
+  return WriteMessage(stream, kind, message, deadline);
+}
+template <typename Message>
+absl::Status ReceiveMessage(int fd, const FrameHead& head, Message* message, absl::Time deadline,
+                            const FrameGrowth& grow = {}) {
+  FdStream stream(fd);
+  return ReceiveMessage(stream, head, message, deadline, grow);
+}
+template <typename Message>
+absl::Status ReadFramePayloads(int fd, const FrameHead& head, Message* message,
+                               std::vector<std::string>* kept, absl::Time deadline,
+                               const FrameGrowth& grow = {}) {
+  FdStream stream(fd);
+  return ReadFramePayloads(stream, head, message, kept, deadline, grow);
+}
 
 }  // namespace pscluster
 

@@ -109,7 +109,7 @@ absl::Status GrpcPsClient::CallZeroCopy(const std::string& method,
 std::unique_ptr<PendingPsCall> GrpcPsClient::StartPush(const PushRequest& request,
                                                        PushResponse* response) {
   if (data_plane_ != nullptr) {
-    absl::StatusOr<std::unique_ptr<UniqueFd>> connection = data_plane_->Acquire();
+    absl::StatusOr<std::unique_ptr<FrameStream>> connection = data_plane_->Acquire();
     if (!connection.ok()) return std::make_unique<FailedCall>(connection.status());
     if (*connection != nullptr) {
       return data_plane_->StartPush(std::move(*connection), request, response);
@@ -125,7 +125,7 @@ absl::Status GrpcPsClient::CreateVariables(const CreateVariablesRequest& request
 
 absl::Status GrpcPsClient::Pull(const PullRequest& request, PullResponse* response) {
   if (data_plane_ != nullptr) {
-    absl::StatusOr<std::unique_ptr<UniqueFd>> connection = data_plane_->Acquire();
+    absl::StatusOr<std::unique_ptr<FrameStream>> connection = data_plane_->Acquire();
     if (!connection.ok()) return connection.status();
     if (*connection != nullptr) return data_plane_->Pull(std::move(*connection), request, response);
   }

@@ -43,7 +43,8 @@ class GrpcPsClient : public PsClient {
     // If true, a call waits (up to its deadline) for the server to come up
     // instead of failing at once with UNAVAILABLE.
     bool wait_for_ready = false;
-    // Pull and Push on the PS's data plane when it has one (plaintext only).
+    // Pull and Push on the PS's data plane when it has one (over mutual TLS
+    // when the process's transport is TLS).
     bool data_plane = true;
   };
 

@@ -671,13 +671,13 @@ TEST_P(DataPlaneTest, TheClientDropsConnectionsIdleLongerThanItsMaxIdle) {
   pull.add_names("w");
   PullResponse pulled;
   for (int call = 0; call < 2; ++call) {
-    absl::StatusOr<std::unique_ptr<UniqueFd>> connection = client.Acquire();
+    absl::StatusOr<std::unique_ptr<FrameStream>> connection = client.Acquire();
     ASSERT_TRUE(connection.ok() && *connection != nullptr) << connection.status();
     ASSERT_TRUE(client.Pull(std::move(*connection), pull, &pulled).ok());
     EXPECT_EQ(data_plane_->connections(), 1);  // reused at once
   }
   absl::SleepFor(absl::Milliseconds(100));
-  absl::StatusOr<std::unique_ptr<UniqueFd>> connection = client.Acquire();
+  absl::StatusOr<std::unique_ptr<FrameStream>> connection = client.Acquire();
   ASSERT_TRUE(connection.ok() && *connection != nullptr) << connection.status();
   ASSERT_TRUE(client.Pull(std::move(*connection), pull, &pulled).ok());
   // The stale one was closed and a new one dialled.
