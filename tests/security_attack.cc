@@ -18,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/control_auth.h"
 #include "common/tensor.h"
 #include "common/update_lease.h"
 #include "protos/coordinator.grpc.pb.h"
@@ -33,6 +34,9 @@ ABSL_FLAG(std::string, arg, "", "the attack's argument (a path, a spec file, a n
 ABSL_FLAG(std::string, token, "", "bearer token sent to the coordinator");
 ABSL_FLAG(std::string, expect, "", "the status code the attack must get, e.g. PERMISSION_DENIED");
 ABSL_FLAG(int, count, 1, "how many times (future_keys: how many keys)");
+ABSL_FLAG(std::string, secret_file, "",
+          "key_end_job: the coordinator's lease secret (--state_dir/lease_secret), as a second "
+          "coordinator or an insider who stole it would hold it");
 
 namespace pscluster {
 namespace {
@@ -231,6 +235,22 @@ grpc::Status Attack(const std::string& attack, const std::string& target) {
     if (c.error_code() != s.error_code()) return c;
     return grpc::Status(c.error_code(), absl::StrCat("EndJob: ", s.error_message(),
                                                      "; CreateVariables: ", c.error_message()));
+  }
+  if (attack == "key_end_job") {
+    // EndJob signed with the job's real key: the damage a holder of the
+    // coordinator's secret can do. The PS must take it; the coordinator must
+    // then not report SUCCEEDED with unexplained missing steps.
+    const std::string secret = ReadFile(absl::GetFlag(FLAGS_secret_file));
+    if (secret.size() != kJobKeyBytes) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, "--secret_file holds no lease secret");
+    }
+    EndJobRequest end;
+    end.set_job(job);
+    SignRequest(DeriveJobKey(secret, job), "EndJob", &end);
+    EndJobResponse r;
+    grpc::Status s = ps->EndJob(Context().get(), end, &r);
+    if (s.ok() && !r.existed()) return grpc::Status(grpc::NOT_FOUND, "the PS held no such job");
+    return s;
   }
   if (attack == "ps_stats_job") {  // read the job's variables and counters
     StatsRequest stats;

@@ -330,5 +330,43 @@ for name in ps0 ps1; do
   ((rss < 200000)) || fail "$name holds $rss kB: the huge CreateVariables got through"
   echo "ok: $name RSS $rss kB"
 done
+
+if [[ "$MODE" == plain ]]; then
+  # --- Damage the MACs cannot stop: a holder of the coordinator's secret (a
+  # second coordinator sharing its state, or a thief) ends a running job's
+  # namespace on both PS, after its first checkpoint. The PS take it; the
+  # coordinator must heal from the checkpoint and count the steps since as
+  # lost (or fail the job), never report SUCCEEDED with steps missing.
+  sed -e 's/^name: secure/name: damaged/' -e 's/dir: secure/dir: damaged/' \
+    -e 's/epochs: [0-9]*/epochs: 4/' "$TMP/job.yaml" > "$TMP/damaged.yaml"
+  "$PSCTL" submit "$TMP/damaged.yaml" -o json > "$TMP/submit2.json" 2> "$TMP/submit2.err" ||
+    { cat "$TMP/submit2.err" >&2; fail "could not submit the second job"; }
+  JOB2="$(field "$TMP/submit2.json" job_id)"
+  for _ in $(seq 1 1200); do
+    compgen -G "$ROOT/damaged/ckpt-*/MANIFEST" > /dev/null && break
+    sleep 0.1
+  done
+  compgen -G "$ROOT/damaged/ckpt-*/MANIFEST" > /dev/null ||
+    { show_logs; fail "$JOB2 committed no checkpoint within 120 s"; }
+  wait_progress "$C" 0.3 300 || { show_logs; fail "$JOB2 did not reach 30 % of its steps"; }
+  attack key_end_job OK "$P" --job "$JOB2" --secret_file "$TMP/state/lease_secret"
+  attack key_end_job OK "$P1" --job "$JOB2" --secret_file "$TMP/state/lease_secret"
+  timeout 600 "$PSCTL" watch "$JOB2" -o json > "$TMP/final2.json" 2> "$TMP/watch2.err" || true
+  python3 - "$TMP/final2.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+state, steps, lost = s["state"], s.get("steps", 0), s.get("lost_steps", 0)
+applied, trained = s.get("ps_applied_steps", []), s.get("steps_trained", 0)
+if state == "SUCCEEDED":
+    assert lost > 0, f"SUCCEEDED claiming 0 lost steps after both namespaces were ended: {s}"
+    assert applied == [steps, steps], f"PS applied {applied}, want [{steps}, {steps}]"
+    assert trained - steps == lost, f"lost_steps {lost} but {trained - steps} steps trained again"
+    print(f"ok: ended namespaces healed: SUCCEEDED, {lost} steps lost and trained again, "
+          f"each PS applied {steps}")
+else:
+    assert state == "FAILED", s
+    print(f"ok: ended namespaces failed the job: {s.get('error', '')[:200]}")
+PY
+fi
 stop_servers coordinator worker0 worker1 ps0 ps1
 echo "PASS"
