@@ -1,5 +1,5 @@
 // Frames on a TCP socket: the transport of pscluster's raw data plane
-// (ps/service/data_plane.h), which moves tensors between workers and PS
+// (ps/service/data_plane_server.h), which moves tensors between workers and PS
 // without gRPC's HTTP/2 framing, thread hand-offs and protobuf copies.
 //
 // A frame is a fixed 32-byte header, the sizes of its payloads (8 bytes

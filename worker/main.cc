@@ -48,6 +48,10 @@ ABSL_FLAG(std::string, checkpoint_root, "",
 ABSL_FLAG(double, collective_timeout_s, 30,
           "strategy multi_worker_mirrored: how long a step's all-reduce waits for the other "
           "workers before it fails (and the coordinator rolls the job back)");
+ABSL_FLAG(int64_t, max_memory_bytes, int64_t{8} << 30,
+          "strategy multi_worker_mirrored: most bytes of parameters plus optimizer slots this "
+          "worker's copies of jobs' variables may hold (CreateVariables and Restore past it are "
+          "RESOURCE_EXHAUSTED); 0: unlimited. Default 8 GiB, as ps_server's.");
 ABSL_FLAG(double, job_hold_timeout_s, 600,
           "a job set up by a coordinator holds this worker: another job's SetupJob is refused "
           "unless that coordinator releases it, or until it has sent no signed request for "
@@ -124,7 +128,12 @@ int main(int argc, char** argv) {
     }
     store_options.checkpoint_root = *real;
   }
-  store_options.memory_budget = std::make_shared<pscluster::MemoryBudget>(int64_t{8} << 30);
+  if (absl::GetFlag(FLAGS_max_memory_bytes) < 0) {
+    std::cerr << "worker_server: --max_memory_bytes must be >= 0 (0: unlimited)\n";
+    return pscluster::kExitBadFlags;
+  }
+  store_options.memory_budget =
+      std::make_shared<pscluster::MemoryBudget>(absl::GetFlag(FLAGS_max_memory_bytes));
   pscluster::JobStores mirrors(store_options);
   mirrors.RequireJobKeys();  // only a coordinator creates a worker's copies
   pscluster::CollectiveMailbox mailbox;

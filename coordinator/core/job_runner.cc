@@ -175,7 +175,7 @@ void JobRunner::Event(const std::string& kind, const std::string& message) {
     rec.mutable_event()->set_unix_seconds(p.unix_seconds());
     rec.mutable_event()->set_kind(p.kind());
     rec.mutable_event()->set_message(p.message());
-    Log(rec, /*sync=*/false);
+    Log(rec);
   }
 }
 
@@ -204,10 +204,9 @@ void JobRunner::CancelQueued() {
   Finish(absl::CancelledError("cancelled while queued")).IgnoreError();
 }
 
-void JobRunner::Log(const JobLogRecord& record, bool sync) {
+void JobRunner::Log(const JobLogRecord& record) {
   if (log_ == nullptr) return;
-  absl::Status s = log_->Append(record);
-  (void)sync;  // every append is fsynced; see JobLog
+  absl::Status s = log_->Append(record);  // fsynced: see JobLog
   if (s.ok()) return;
   // A broken disk fails every append: say so once, then every 30 s.
   const absl::Time now = absl::Now();
@@ -366,7 +365,7 @@ absl::Status JobRunner::Finish(absl::Status status) {
   }
   // Logged before the final status is published, so that whoever sees the
   // job end also finds it ended in the log.
-  Log(rec, /*sync=*/true);
+  Log(rec);
   Update([](JobStatusProto*) {});
   return status;
 }
@@ -506,7 +505,7 @@ absl::Status JobRunner::Run() {
     JobLogRecord rec;
     rec.mutable_epoch_finished()->set_epoch(epoch);
     rec.mutable_epoch_finished()->set_result(r.SerializeAsString());
-    Log(rec, /*sync=*/true);
+    Log(rec);
   }
   // Every step counted must have been applied once on every PS, before the
   // final checkpoint keeps the result.

@@ -294,7 +294,8 @@ class JobRunner {
   // coordinator's back by it).
   void NoteStateIncarnations() ABSL_LOCKS_EXCLUDED(mu_);
   void HealthLoop();
-  void Log(const JobLogRecord& record, bool sync);
+  // Appends to the job log (every append is fsynced: JobLog).
+  void Log(const JobLogRecord& record);
   void Update(const std::function<void(JobStatusProto*)>& change) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Finish(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   // Frees every job namespace on the PS tasks but this job's: they belong to

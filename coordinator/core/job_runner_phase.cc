@@ -115,7 +115,7 @@ void JobRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue, Phase
       f->set_loss_sum(r.loss_sum());
       f->set_global_steps(steps_now);
       f->set_lost_steps(lost_now);
-      Log(rec, /*sync=*/false);
+      Log(rec);
     }
   };
   RunDispatchLoop(workers_[w], queue, d);

@@ -217,7 +217,7 @@ absl::Status JobRunner::Prepare() {
   JobLogRecord started;
   started.mutable_started()->set_job_id(job_id_);
   started.mutable_started()->set_spec_yaml(spec_.yaml);
-  Log(started, /*sync=*/true);
+  Log(started);
   absl::MutexLock lock(&mu_);
   if (!restored) status_.set_resumed_from_checkpoint(-1);
   variables_ready_ = true;
@@ -325,7 +325,7 @@ absl::Status JobRunner::Checkpoint() {
   rec.mutable_checkpoint()->set_checkpoint_id(committed.checkpoint_id());
   rec.mutable_checkpoint()->set_manifest_path(
       absl::StrCat(checkpoint_dir_, "/ckpt-", committed.checkpoint_id(), "/MANIFEST"));
-  Log(rec, /*sync=*/true);
+  Log(rec);
   Event("checkpoint", absl::StrCat("checkpoint ", committed.checkpoint_id(), " committed at step ",
                                     committed.global_step()));
   // Closures of the epochs before the checkpoint's never run again.

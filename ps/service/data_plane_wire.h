@@ -1,4 +1,4 @@
-// How Push and Pull travel on the raw data plane (ps/service/data_plane.h):
+// How Push and Pull travel on the raw data plane (ps/service/data_plane_server.h):
 // each request or answer is one frame (rpc/frame_socket.h) whose meta is the
 // message with every tensor's bytes left out, and whose payloads are those
 // bytes, in a fixed order:
