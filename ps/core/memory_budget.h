@@ -58,6 +58,40 @@ class MemoryBudget {
   std::atomic<int64_t> held_{0};
 };
 
+// Bytes one request reserved from a MemoryBudget, given back when it goes
+// out of scope unless handed over (Take) to the store that keeps them: a
+// request that fails half-way holds nothing. Without a budget (null) it
+// counts nothing. Used by one thread.
+class BudgetReservation {
+ public:
+  explicit BudgetReservation(MemoryBudget* budget) : budget_(budget) {}
+  ~BudgetReservation() {
+    if (budget_ != nullptr && bytes_ > 0) budget_->Release(bytes_);
+  }
+  BudgetReservation(const BudgetReservation&) = delete;
+  BudgetReservation& operator=(const BudgetReservation&) = delete;
+
+  // Reserves `bytes` more (MemoryBudget::Reserve); OK without a budget.
+  absl::Status Reserve(int64_t bytes, absl::string_view what, int64_t credit = 0) {
+    if (budget_ == nullptr) return absl::OkStatus();
+    absl::Status s = budget_->Reserve(bytes, what, credit);
+    if (s.ok()) bytes_ += bytes;
+    return s;
+  }
+  // Hands `bytes` to their keeper: no longer given back here. REQUIRES:
+  // bytes <= this->bytes().
+  void Take(int64_t bytes) { bytes_ -= bytes; }
+  // Takes over bytes reserved before (e.g. the state a restore replaces):
+  // given back here.
+  void Adopt(int64_t bytes) { bytes_ += bytes; }
+  int64_t bytes() const { return bytes_; }
+  bool counted() const { return budget_ != nullptr; }
+
+ private:
+  MemoryBudget* const budget_;
+  int64_t bytes_ = 0;
+};
+
 }  // namespace pscluster
 
 #endif  // PSCLUSTER_PS_CORE_MEMORY_BUDGET_H_

@@ -270,20 +270,11 @@ absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& reques
   for (const auto& var : pending) {
     if (var != nullptr) reserved += variable_store_internal::InitialBytes(*var);
   }
-  MemoryBudget* budget = options_.memory_budget.get();
-  if (budget != nullptr) {
-    RETURN_IF_ERROR(budget->Reserve(
-        reserved, absl::StrCat("CreateVariables of job '", request.job(), "' (",
-                               pending.size() - static_cast<size_t>(existing), " new variables)")));
-  }
   // Whatever is not inserted below goes back to the budget.
-  struct Unused {
-    MemoryBudget* budget;
-    int64_t& bytes;
-    ~Unused() {
-      if (budget != nullptr) budget->Release(bytes);
-    }
-  } unused{budget, reserved};
+  BudgetReservation reservation(options_.memory_budget.get());
+  RETURN_IF_ERROR(reservation.Reserve(
+      reserved, absl::StrCat("CreateVariables of job '", request.job(), "' (",
+                             pending.size() - static_cast<size_t>(existing), " new variables)")));
   RETURN_IF_ERROR(InitializeVariables(pending));
 
   // 4. Insert all or none; re-check, as another request may have raced us.
@@ -298,9 +289,9 @@ absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& reques
   }
   for (auto& var : pending) {
     if (var == nullptr) continue;
-    if (budget != nullptr) {
+    if (reservation.counted()) {
       const int64_t bytes = variable_store_internal::InitialBytes(*var);
-      reserved -= bytes;
+      reservation.Take(bytes);
       budget_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     }
     variables_.emplace(var->spec.name(), std::move(var));

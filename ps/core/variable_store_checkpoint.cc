@@ -183,23 +183,14 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
                    NewVariables(request.variables(), /*allow_duplicates=*/false));
   // Their bytes are reserved before they are allocated; what this store
   // holds now counts as freed (the swap below frees it). Given back on error.
-  MemoryBudget* budget = options_.memory_budget.get();
   const int64_t replaced = budget_bytes_.load();
-  int64_t reserved = 0;
-  struct Unused {
-    MemoryBudget* budget;
-    int64_t& bytes;
-    ~Unused() {
-      if (budget != nullptr) budget->Release(bytes);
-    }
-  } unused{budget, reserved};
-  if (budget != nullptr) {
+  BudgetReservation reservation(options_.memory_budget.get());
+  if (reservation.counted()) {
     int64_t bytes = 0;
     for (const auto& var : vars) bytes += variable_store_internal::InitialBytes(*var);
-    RETURN_IF_ERROR(budget->Reserve(
+    RETURN_IF_ERROR(reservation.Reserve(
         bytes, absl::StrCat("Restore of job '", request.job(), "' (", vars.size(), " variables)"),
         /*credit=*/replaced));
-    reserved = bytes;
   }
   RETURN_IF_ERROR(InitializeVariables(vars));
   RestoreTargets targets(request.num_ps());
@@ -224,7 +215,7 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
     }
   }
   ASSIGN_OR_RETURN(const int64_t rows, targets.Finish());
-  if (budget != nullptr) {
+  if (reservation.counted()) {
     int64_t table_rows = 0, bytes = 0;
     for (const auto& var : vars) {
       if (!var->is_table()) continue;
@@ -232,11 +223,10 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
       table_rows += n;
       bytes += n * var->table->row_bytes();
     }
-    RETURN_IF_ERROR(budget->Reserve(bytes,
-                                    absl::StrCat("Restore of job '", request.job(),
-                                                 "': ", table_rows, " rows of its hash tables"),
-                                    /*credit=*/replaced));
-    reserved += bytes;
+    RETURN_IF_ERROR(reservation.Reserve(bytes,
+                                        absl::StrCat("Restore of job '", request.job(), "': ",
+                                                     table_rows, " rows of its hash tables"),
+                                        /*credit=*/replaced));
   }
 
   // 3. Swap the new state in.
@@ -257,8 +247,12 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
     applied_steps_ = counters.first;
     duplicate_steps_ = counters.second;
     // The new state is charged to this store; the old one's bytes go back
-    // (the reservation guard releases them).
-    if (budget != nullptr) reserved = budget_bytes_.exchange(reserved);
+    // (the reservation releases them).
+    if (reservation.counted()) {
+      const int64_t restored = reservation.bytes();
+      reservation.Take(restored);
+      reservation.Adopt(budget_bytes_.exchange(restored));
+    }
   }
   // The old variables are destroyed here, outside every lock.
   response->set_variables(static_cast<int64_t>(request.variables().variables_size()));
