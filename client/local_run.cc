@@ -40,14 +40,6 @@ constexpr absl::Duration kStopGrace = absl::Seconds(5);
 // again when --timeout_s does not bound it.
 constexpr absl::Duration kCoordinatorComeback = absl::Seconds(120);
 
-sigset_t TerminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  return set;
-}
-
 // Returns a pending SIGINT/SIGTERM (consuming it), or 0 if none is pending.
 // Works because both are blocked in every thread (see RunParameterServerJob).
 int TakePendingSignal() {

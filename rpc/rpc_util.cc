@@ -192,7 +192,6 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
   return absl::OkStatus();
 }
 
-namespace {
 sigset_t TerminationSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -200,7 +199,6 @@ sigset_t TerminationSignals() {
   sigaddset(&set, SIGTERM);
   return set;
 }
-}  // namespace
 
 void BlockTerminationSignals() {
   sigset_t set = TerminationSignals();

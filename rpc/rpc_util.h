@@ -4,6 +4,8 @@
 #ifndef PSCLUSTER_RPC_RPC_UTIL_H_
 #define PSCLUSTER_RPC_RPC_UTIL_H_
 
+#include <signal.h>
+
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -127,6 +129,9 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
 // thread starts), then waits for one in a background thread and calls
 // `on_signal` once. Lets servers shut down cleanly when a supervisor stops them.
 void OnTerminationSignal(std::function<void()> on_signal);
+
+// {SIGINT, SIGTERM}: the signals a supervisor stops a process with.
+sigset_t TerminationSignals();
 
 // Blocks SIGINT/SIGTERM in the calling thread; call first in main, before any
 // thread starts, so that every thread inherits the mask.

@@ -271,7 +271,9 @@ TEST(DataPlaneServerTest, AHeaderClaimingAHugeMetaAllocatesNothingForIt) {
   ASSERT_TRUE(WaitFor([&] { return s.server().pending_bytes() > 0; }));
   EXPECT_LE(s.server().pending_bytes(), 64 << 10);
   EXPECT_LE(s.extra_held() - held_before, 64 << 10);
-  if (!UnderSanitizer()) EXPECT_LT(ResidentBytes() - rss_before, 64 * kMiB);
+  if (!UnderSanitizer()) {
+    EXPECT_LT(ResidentBytes() - rss_before, 64 * kMiB);
+  }
 
   fd.Reset();
   ASSERT_TRUE(WaitFor([&] { return s.server().connections() == 0; }));
@@ -320,7 +322,9 @@ TEST(DataPlaneServerTest, ManySlowStrangersHoldLittleAndProvenClientsAreStillSer
   EXPECT_LE(s.server().connections(), 65);
   EXPECT_LE(s.server().pending_bytes(), 64 * (64 << 10) + kMiB);
   EXPECT_LE(s.extra_held() - held_before, 8 * kMiB);
-  if (!UnderSanitizer()) EXPECT_LT(ResidentBytes() - rss_before, 64 * kMiB);
+  if (!UnderSanitizer()) {
+    EXPECT_LT(ResidentBytes() - rss_before, 64 * kMiB);
+  }
 
   // A new connection now is closed at once ...
   UniqueFd late = s.Dial();
