@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "client/describe.h"
 #include "client/exit_codes.h"
+#include "client/in_process_worker.h"
 #include "client/local_roots.h"
 #include "client/output_format.h"
 #include "client/progress.h"
@@ -28,24 +29,6 @@ namespace {
 
 // The coordinator's view of a worker living in this process: direct calls
 // into its WorkerState, no RPC.
-class InProcessWorkerClient final : public WorkerClient {
- public:
-  explicit InProcessWorkerClient(WorkerState* state) : state_(state) {}
-  std::string address() const override { return "in-process"; }
-  absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override {
-    return state_->SetupJob(request, response);
-  }
-  absl::Status RunClosure(const RunClosureRequest& request, absl::Duration /*timeout*/,
-                          RunClosureResponse* response) override {
-    return state_->RunClosure(request, response);
-  }
-  absl::Status Ping(const PingRequest& request, PingResponse* response) override {
-    return state_->Ping(request, response);
-  }
-
- private:
-  WorkerState* state_;
-};
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/in_process_worker.h"
 #include "common/job_spec.h"
 #include "common/tensor.h"
 #include "coordinator/core/job_runner.h"
@@ -30,26 +31,6 @@ namespace {
 constexpr char kImages[] = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
 constexpr char kLabels[] = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
 
-class InProcessWorker final : public WorkerClient {
- public:
-  explicit InProcessWorker(WorkerState* state, std::string name)
-      : state_(state), name_(std::move(name)) {}
-  std::string address() const override { return name_; }
-  absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override {
-    return state_->SetupJob(request, response);
-  }
-  absl::Status RunClosure(const RunClosureRequest& request, absl::Duration,
-                          RunClosureResponse* response) override {
-    return state_->RunClosure(request, response);
-  }
-  absl::Status Ping(const PingRequest& request, PingResponse* response) override {
-    return state_->Ping(request, response);
-  }
-
- private:
-  WorkerState* state_;
-  std::string name_;
-};
 
 // The job's variables stay on the PS after it ends, to be read.
 class KeepAfterEnd final : public PsClient {
@@ -141,11 +122,12 @@ Trained Train(const std::string& yaml, int workers, int num_ps) {
   for (auto& m : mailboxes) boxes.push_back(&m);
   auto peers = std::make_shared<InProcessPeers>(boxes);
   std::vector<std::unique_ptr<WorkerState>> states;
-  std::vector<std::unique_ptr<InProcessWorker>> clients;
+  std::vector<std::unique_ptr<InProcessWorkerClient>> clients;
   std::vector<WorkerClient*> worker_ptrs;
   for (int w = 0; w < workers; ++w) {
     states.push_back(std::make_unique<WorkerState>(factory));
-    clients.push_back(std::make_unique<InProcessWorker>(states.back().get(), absl::StrCat("w", w)));
+    clients.push_back(
+        std::make_unique<InProcessWorkerClient>(states.back().get(), absl::StrCat("w", w)));
     worker_ptrs.push_back(clients.back().get());
     options.worker_addresses.push_back(absl::StrCat("w", w));
     if (!mirrored) continue;
