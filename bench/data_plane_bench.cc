@@ -1,10 +1,10 @@
 // data_plane_bench: pscluster's dense data plane (a Push of one float32
-// variable's gradient through GrpcPsClient to a real ParameterServerService,
+// variable's gradient through RemotePsClient to a real ParameterServerService,
 // carrying a Pull of the same variable answered in the same round trip) measured
 // against its two ceilings in one process run:
 //   raw TCP     - blocking-socket ping-pong over 127.0.0.1;
 //   naive gRPC  - a bare unary Echo(bytes) service, nothing tuned;
-//   pscluster   - VariableStore + ParameterServerService + GrpcPsClient, the
+//   pscluster   - VariableStore + ParameterServerService + RemotePsClient, the
 //                 fused push+pull (PushRequest.pull) a worker sends each step;
 //   pscluster two calls - the same with Push, then Pull: two RPCs;
 //   pscluster TLS - the fused push+pull on a second data plane of the same

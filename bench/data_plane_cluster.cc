@@ -107,13 +107,13 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
       conn.tcp = *std::move(tcp);
       conn.echo_stub = bench::EchoService::NewStub(
           MakeChannel(absl::StrCat("127.0.0.1:", c->echo_servers[p]->port())));
-      GrpcPsClient::Options client_options;
+      RemotePsClient::Options client_options;
       client_options.target = absl::StrCat("127.0.0.1:", c->ps_servers[p]->port());
       client_options.call_timeout = kCallTimeout;
-      conn.ps_client = std::make_unique<GrpcPsClient>(client_options);
-      GrpcPsClient::Options grpc_options = client_options;
+      conn.ps_client = std::make_unique<RemotePsClient>(client_options);
+      RemotePsClient::Options grpc_options = client_options;
       grpc_options.data_plane = false;
-      conn.grpc_client = std::make_unique<GrpcPsClient>(grpc_options);
+      conn.grpc_client = std::make_unique<RemotePsClient>(grpc_options);
       auto tls_fd = DialTcp("127.0.0.1", c->tls_data_planes[p]->port(),
                             absl::Now() + absl::Seconds(10));
       if (!tls_fd.ok()) return tls_fd.status();
@@ -123,7 +123,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ClusterShape& shape,
       conn.tls = std::move(*tls_stream);
       if (stripes > 1) {
         for (int k = 0; k < stripes; ++k) {
-          conn.stripe_clients.push_back(std::make_unique<GrpcPsClient>(client_options));
+          conn.stripe_clients.push_back(std::make_unique<RemotePsClient>(client_options));
         }
         conn.stripe_pushed.resize(static_cast<size_t>(stripes));
       }

@@ -25,7 +25,7 @@
 #include "protos/ps.pb.h"
 #include "ps/core/job_stores.h"
 #include "ps/service/data_plane_server.h"
-#include "ps/service/grpc_ps_client.h"
+#include "ps/service/remote_ps_client.h"
 #include "ps/service/ps_service.h"
 #include "rpc/rpc_util.h"
 #include "rpc/tls_stream.h"
@@ -105,9 +105,9 @@ struct Connection {
   std::unique_ptr<TcpPingPong> tcp;
   std::string tcp_reply;
   std::unique_ptr<bench::EchoService::Stub> echo_stub;
-  std::unique_ptr<GrpcPsClient> ps_client;
-  // The same PS with GrpcPsClient::Options::data_plane off.
-  std::unique_ptr<GrpcPsClient> grpc_client;
+  std::unique_ptr<RemotePsClient> ps_client;
+  // The same PS with RemotePsClient::Options::data_plane off.
+  std::unique_ptr<RemotePsClient> grpc_client;
   PushResponse grpc_pushed;
   // pscluster's responses, kept across calls as worker/core/trainer.cc keeps
   // its per-PS ones: the sub-messages holding tensors are `optional`, so the
@@ -115,7 +115,7 @@ struct Connection {
   PushResponse pushed;
   PullResponse pulled;
   // --stripes: K more channels (TCP connections) to the same PS.
-  std::vector<std::unique_ptr<GrpcPsClient>> stripe_clients;
+  std::vector<std::unique_ptr<RemotePsClient>> stripe_clients;
   std::vector<PushResponse> stripe_pushed;
   // The PS's TLS data plane, with a 'worker' certificate, and its answers.
   std::unique_ptr<TlsStream> tls;

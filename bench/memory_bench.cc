@@ -1,7 +1,7 @@
 // memory_bench: resident memory of a real ps_server process per parameter
 // byte, with Adam (two slots, so params + slots alone are 3x the parameter
 // bytes). Each case starts a fresh `ps_server --address=127.0.0.1:0` child,
-// drives it over gRPC with GrpcPsClient from this process, reads the child's
+// drives it over gRPC with RemotePsClient from this process, reads the child's
 // VmRSS / VmHWM from /proc/<pid>/status, and stops it by pid (SIGTERM, then
 // SIGKILL after 5 s). Cases:
 //   dense - one rank-1 float32 variable of --dense_mib MiB: RSS before
@@ -45,7 +45,7 @@
 #include "common/row_ids.h"
 #include "common/tensor.h"
 #include "protos/ps.pb.h"
-#include "ps/service/grpc_ps_client.h"
+#include "ps/service/remote_ps_client.h"
 #include "rpc/rpc_util.h"
 #include "rpc/transport.h"
 
@@ -179,7 +179,7 @@ struct Case {
 };
 
 // Sums parameter and slot bytes over the server's variables.
-absl::Status AddStats(GrpcPsClient& client, Case* c) {
+absl::Status AddStats(RemotePsClient& client, Case* c) {
   StatsResponse stats;
   StatsRequest request;
   request.set_job("bench");
@@ -193,14 +193,14 @@ absl::Status AddStats(GrpcPsClient& client, Case* c) {
 
 absl::StatusOr<Case> RunCase(
     const std::string& bin, const std::string& name,
-    const std::function<absl::Status(GrpcPsClient&,
+    const std::function<absl::Status(RemotePsClient&,
                                      const std::function<absl::Status(const char*)>&)>& body) {
   auto server = PsServerProcess::Start(bin);
   if (!server.ok()) return server.status();
-  GrpcPsClient::Options options;
+  RemotePsClient::Options options;
   options.target = (*server)->target();
   options.call_timeout = std::chrono::minutes(5);
-  GrpcPsClient client(options);
+  RemotePsClient client(options);
   Case c;
   c.name = name;
   auto sample = [&](const char* moment) -> absl::Status {
@@ -263,7 +263,7 @@ int Main(int argc, char** argv) {
   if (dense_mib > 0) {
     const int64_t n = dense_mib << 18;  // floats
     auto c = RunCase(bin, absl::StrCat("dense ", dense_mib, " MiB"),
-                     [&](GrpcPsClient& client, const auto& sample) -> absl::Status {
+                     [&](RemotePsClient& client, const auto& sample) -> absl::Status {
                        CreateVariablesRequest create;
                        create.set_job("bench");
                        VariableSpecProto* spec = create.add_variables();
@@ -314,7 +314,7 @@ int Main(int argc, char** argv) {
   for (int64_t dim : dims) {
     auto c = RunCase(
         bin, absl::StrCat("hash table dim ", dim, ", ", rows, " rows"),
-        [&](GrpcPsClient& client, const auto& sample) -> absl::Status {
+        [&](RemotePsClient& client, const auto& sample) -> absl::Status {
           CreateVariablesRequest create;
           create.set_job("bench");
           VariableSpecProto* spec = create.add_variables();

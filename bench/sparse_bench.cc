@@ -6,7 +6,7 @@
 //            VariableStore)
 //            (PushRequest.sparse) in process: adds id decoding, validation
 //            and the tensor encoding, still no RPC;
-//   rpc    - the same two calls through GrpcPsClient to a
+//   rpc    - the same two calls through RemotePsClient to a
 //            ParameterServerService on 127.0.0.1:0, and next to it a dense
 //            push + pull of the same number of bytes through the same server
 //            (a rank-1 variable with the same optimizer), so the sparse GB/s
@@ -51,7 +51,7 @@
 #include "ps/core/optimizer.h"
 #include "ps/core/job_stores.h"
 #include "ps/core/variable_store.h"
-#include "ps/service/grpc_ps_client.h"
+#include "ps/service/remote_ps_client.h"
 #include "ps/service/ps_service.h"
 #include "rpc/rpc_util.h"
 #include "worker/core/synthetic_ctr.h"
@@ -219,10 +219,10 @@ int Main(int argc, char** argv) {
     std::cerr << "sparse_bench: ps server: " << server.status() << "\n";
     return 1;
   }
-  GrpcPsClient::Options client_options;
+  RemotePsClient::Options client_options;
   client_options.target = absl::StrCat("127.0.0.1:", rpc ? (*server)->port() : 1);
   client_options.call_timeout = std::chrono::minutes(5);
-  GrpcPsClient client(client_options);
+  RemotePsClient client(client_options);
 
   // One HashTable and one HASH_TABLE variable per dim; one dense variable per
   // (dim, batch); every request built before timing.

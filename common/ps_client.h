@@ -1,6 +1,6 @@
 // PsClient: how workers and the coordinator talk to one PS task.
 //
-// Two implementations: GrpcPsClient (ps/service) for a cluster, and
+// Two implementations: RemotePsClient (ps/service) for a cluster, and
 // InProcessPsClient (ps/core) for strategy: one_device and for core tests, so
 // core logic never depends on gRPC. The methods mirror the ParameterServer
 // service one to one and return its status codes.

@@ -39,7 +39,7 @@
 #include "coordinator/service/coordinator_service.h"
 #include "coordinator/service/grpc_health_checker.h"
 #include "coordinator/service/grpc_worker_client.h"
-#include "ps/service/grpc_ps_client.h"
+#include "ps/service/remote_ps_client.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
 
@@ -156,28 +156,28 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   auto registry = std::make_shared<prometheus::Registry>();
 
-  std::vector<std::unique_ptr<pscluster::GrpcPsClient>> ps_clients;
+  std::vector<std::unique_ptr<pscluster::RemotePsClient>> ps_clients;
   std::vector<pscluster::PsClient*> ps;
   for (const std::string& a : ps_addresses) {
-    pscluster::GrpcPsClient::Options o;
+    pscluster::RemotePsClient::Options o;
     o.target = a;
     o.wait_for_ready = true;  // PS tasks may still be starting
-    ps_clients.push_back(std::make_unique<pscluster::GrpcPsClient>(o));
+    ps_clients.push_back(std::make_unique<pscluster::RemotePsClient>(o));
     ps.push_back(ps_clients.back().get());
   }
   std::vector<std::unique_ptr<pscluster::GrpcWorkerClient>> worker_clients;
   std::vector<pscluster::WorkerClient*> workers;
   // strategy: multi_worker_mirrored: each worker's copy of a job's
   // variables, served by the worker as a ParameterServer.
-  std::vector<std::unique_ptr<pscluster::GrpcPsClient>> copy_clients;
+  std::vector<std::unique_ptr<pscluster::RemotePsClient>> copy_clients;
   std::vector<pscluster::PsClient*> copies;
   for (const std::string& a : worker_addresses) {
     worker_clients.push_back(std::make_unique<pscluster::GrpcWorkerClient>(a));
     workers.push_back(worker_clients.back().get());
-    pscluster::GrpcPsClient::Options o;
+    pscluster::RemotePsClient::Options o;
     o.target = a;
     o.wait_for_ready = true;
-    copy_clients.push_back(std::make_unique<pscluster::GrpcPsClient>(o));
+    copy_clients.push_back(std::make_unique<pscluster::RemotePsClient>(o));
     copies.push_back(copy_clients.back().get());
   }
   pscluster::GrpcHealthChecker health(ps_addresses, worker_addresses);

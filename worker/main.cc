@@ -26,7 +26,7 @@
 #include "ps/core/job_stores.h"
 #include "ps/core/memory_budget.h"
 #include "ps/service/ps_service.h"
-#include "ps/service/grpc_ps_client.h"
+#include "ps/service/remote_ps_client.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
 #include "worker/core/cpu_backend.h"
@@ -101,10 +101,10 @@ int main(int argc, char** argv) {
   }
   pscluster::WorkerState state(
       [ps_timeout_ms](const std::string& address) {
-        pscluster::GrpcPsClient::Options o;
+        pscluster::RemotePsClient::Options o;
         o.target = address;
         o.call_timeout = std::chrono::milliseconds(ps_timeout_ms);
-        return std::make_unique<pscluster::GrpcPsClient>(o);
+        return std::make_unique<pscluster::RemotePsClient>(o);
       },
       data_roots);
   if (absl::GetFlag(FLAGS_job_hold_timeout_s) <= 0) {

@@ -94,7 +94,7 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
 bool RetryableClosureError(const absl::Status& s);
 
 // True for an error a worker reports about a PS it could not reach
-// ("ps <address>: ...", GrpcPsClient).
+// ("ps <address>: ...", RemotePsClient).
 bool IsPsError(const absl::Status& s);
 
 }  // namespace pscluster

@@ -19,7 +19,7 @@
 #include "common/update_lease.h"
 #include "coordinator/core/closure_dispatch.h"
 #include "coordinator/core/cluster_health.h"
-#include "coordinator/core/mirrors_ps_client.h"
+#include "coordinator/core/worker_copies_ps_client.h"
 #include "coordinator/core/signing_ps_client.h"
 
 namespace pscluster {
@@ -69,7 +69,7 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
       job_key_(options.lease_secret.empty() ? std::string()
                                             : DeriveJobKey(options.lease_secret, job_id_)),
       mirrors_(spec_.strategy == Strategy::kMultiWorkerMirrored && !options.worker_ps.empty()
-                   ? std::make_unique<MirrorsPsClient>(options.worker_ps)
+                   ? std::make_unique<WorkerCopiesPsClient>(options.worker_ps)
                    : nullptr),
       ps_(Signing(mirrors_ != nullptr ? std::vector<PsClient*>{mirrors_.get()} : std::move(ps),
                   options.lease_secret, &signing_)),

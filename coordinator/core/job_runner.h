@@ -15,7 +15,7 @@
 // all-reduced over the ring of workers. Splits run as for central_storage,
 // but replica r only ever runs on worker r (its copy). The copies are
 // created and restored together and checkpointed from replica 0
-// (mirrors_ps_client.h). Any failure of a replica rolls every copy back to
+// (worker_copies_ps_client.h). Any failure of a replica rolls every copy back to
 // the last checkpoint (without one, to the initializers and the job's
 // start) once every worker answers again, as a PS failure does.
 //

@@ -1,5 +1,5 @@
 // DataPlaneClient: a worker's side of one PS's raw-socket data plane
-// (ps/service/data_plane_server.h). GrpcPsClient runs Push, StartPush and
+// (ps/service/data_plane_server.h). RemotePsClient runs Push, StartPush and
 // Pull through it when the PS has a data plane, and on gRPC otherwise.
 //
 // The PS's data port is asked for once with ParameterServer.DataPlane on the
@@ -15,7 +15,7 @@
 // (a firewall that lets only the gRPC port through): the calls go over gRPC,
 // and the data plane is tried again a minute later.
 //
-// Errors have GrpcPsClient's form ("ps <target>: ..."): the server's status
+// Errors have RemotePsClient's form ("ps <target>: ..."): the server's status
 // as it answered, UNAVAILABLE when the connection breaks (the PS died or
 // restarted: the next call asks for the port again), DEADLINE_EXCEEDED after
 // the call timeout. A connection that saw any error is closed, not reused.

@@ -11,7 +11,7 @@
 // (bench/results/2026-12-01-data-plane.md); here it is two kernel copies per
 // direction and the optimizer.
 //
-// Workers find the port with ParameterServer.DataPlane (GrpcPsClient does,
+// Workers find the port with ParameterServer.DataPlane (RemotePsClient does,
 // and falls back to gRPC when there is none). Everything else (create,
 // checkpoints, stats) stays on gRPC. When the process's transport is TLS,
 // ps_server gives the data plane the same certificate, key and CA: each

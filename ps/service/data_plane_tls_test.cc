@@ -24,7 +24,7 @@
 #include "ps/core/memory_budget.h"
 #include "ps/service/data_plane_server.h"
 #include "ps/service/data_plane_wire.h"
-#include "ps/service/grpc_ps_client.h"
+#include "ps/service/remote_ps_client.h"
 #include "ps/service/ps_service.h"
 #include "rpc/frame_socket.h"
 #include "rpc/rpc_util.h"
@@ -272,10 +272,10 @@ std::string WriteTestFile(const std::string& name, const std::string& text) {
 }
 
 // The process's transport is TLS (as ps_server and worker_server configure
-// it): GrpcPsClient finds the data plane over its TLS channel and speaks TLS
+// it): RemotePsClient finds the data plane over its TLS channel and speaks TLS
 // to it, checking the PS's certificate against 127.0.0.1. Last: the
 // transport stays TLS for the rest of the process.
-TEST(DataPlaneTlsTest, GrpcPsClientPushesAndPullsOnTheTlsDataPlane) {
+TEST(DataPlaneTlsTest, RemotePsClientPushesAndPullsOnTheTlsDataPlane) {
   const TestCert ca = MakeTestCa("cluster-ca");
   const TestCert node = MakeTestCert(ca, "node", "");  // no role: may call everything
   TransportOptions transport;
@@ -296,10 +296,10 @@ TEST(DataPlaneTlsTest, GrpcPsClientPushesAndPullsOnTheTlsDataPlane) {
   ASSERT_TRUE(data_plane.ok()) << data_plane.status();
   service.set_data_plane(data_plane->get());
 
-  GrpcPsClient::Options client_options;
+  RemotePsClient::Options client_options;
   client_options.target = absl::StrCat("127.0.0.1:", (*server)->port());
   client_options.call_timeout = std::chrono::seconds(10);
-  GrpcPsClient client(client_options);
+  RemotePsClient client(client_options);
   CreateVariablesRequest create;
   create.set_job("tls-job");
   VariableSpecProto* spec = create.add_variables();

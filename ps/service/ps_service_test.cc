@@ -1,5 +1,5 @@
 // Adapter test: a real ParameterServerService on 127.0.0.1:0, driven through
-// GrpcPsClient, checking that results and status codes survive the wire —
+// RemotePsClient, checking that results and status codes survive the wire —
 // once with Pull and Push on gRPC, once on the raw data plane
 // (DataPlaneServer), which must behave the same.
 #include "ps/service/ps_service.h"
@@ -26,7 +26,7 @@
 #include "ps/service/data_plane_client.h"
 #include "ps/service/data_plane_server.h"
 #include "ps/service/data_plane_wire.h"
-#include "ps/service/grpc_ps_client.h"
+#include "ps/service/remote_ps_client.h"
 #include "rpc/frame_socket.h"
 #include "rpc/rpc_util.h"
 
@@ -65,10 +65,10 @@ class PsServiceTest : public ::testing::TestWithParam<bool> {
       service_->set_data_plane(data_plane_.get());
     }
     target_ = absl::StrCat("127.0.0.1:", server_->port());
-    GrpcPsClient::Options options;
+    RemotePsClient::Options options;
     options.target = target_;
     options.call_timeout = std::chrono::seconds(10);
-    client_ = std::make_unique<GrpcPsClient>(options);
+    client_ = std::make_unique<RemotePsClient>(options);
 
     CreateVariablesRequest req;
     req.set_job(kJob);
@@ -143,7 +143,7 @@ class PsServiceTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<RunningServer> server_;
   std::unique_ptr<DataPlaneServer> data_plane_;
   std::string target_;
-  std::unique_ptr<GrpcPsClient> client_;
+  std::unique_ptr<RemotePsClient> client_;
 };
 
 INSTANTIATE_TEST_SUITE_P(Transports, PsServiceTest, ::testing::Bool(),
@@ -476,9 +476,9 @@ TEST(PsServiceNoRootTest, SaveAndRestoreNeedACheckpointRoot) {
   ParameterServerService service(&store, registry);
   auto server = StartServer(ServerOptions(), {&service}, registry);
   ASSERT_TRUE(server.ok()) << server.status();
-  GrpcPsClient::Options options;
+  RemotePsClient::Options options;
   options.target = absl::StrCat("127.0.0.1:", (*server)->port());
-  GrpcPsClient client(options);
+  RemotePsClient client(options);
   SaveRequest save;
   save.set_job(kJob);
   save.set_name("job/ckpt-0/ps-0.data");
@@ -516,9 +516,9 @@ TEST(PsServiceMemoryTest, CreateVariablesPastTheLimitIsResourceExhaustedAndAlloc
   ParameterServerService service(&stores, nullptr);
   auto server = StartServer(ServerOptions(), {&service}, nullptr);
   ASSERT_TRUE(server.ok()) << server.status();
-  GrpcPsClient::Options options;
+  RemotePsClient::Options options;
   options.target = absl::StrCat("127.0.0.1:", (*server)->port());
-  GrpcPsClient client(options);
+  RemotePsClient client(options);
   auto create = [&](const std::string& job, int64_t elements) {
     CreateVariablesRequest req;
     req.set_job(job);
@@ -699,9 +699,9 @@ TEST_P(DataPlaneTest, AnUnreachableOrAbsentDataPlaneFallsBackToGrpc) {
   ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
   // No data plane at all; and a client told not to use one.
   service_->set_data_plane(nullptr);
-  GrpcPsClient::Options options;
+  RemotePsClient::Options options;
   options.target = target_;
-  GrpcPsClient fresh(options);
+  RemotePsClient fresh(options);
   PushResponse resp;
   PushRequest req;
   req.set_job(kJob);
@@ -711,17 +711,17 @@ TEST_P(DataPlaneTest, AnUnreachableOrAbsentDataPlaneFallsBackToGrpc) {
   ASSERT_TRUE(fresh.Push(req, &resp).ok());
   service_->set_data_plane(data_plane_.get());
   options.data_plane = false;
-  GrpcPsClient grpc_only(options);
+  RemotePsClient grpc_only(options);
   ASSERT_TRUE(grpc_only.Push(req, &resp).ok());
   EXPECT_EQ(data_plane_->calls(), 0);
   EXPECT_EQ(RequestCount("Push", "OK"), 3);
 }
 
-TEST(GrpcPsClientTest, UnreachableServerIsUnavailableNamingTheTarget) {
-  GrpcPsClient::Options options;
+TEST(RemotePsClientTest, UnreachableServerIsUnavailableNamingTheTarget) {
+  RemotePsClient::Options options;
   options.target = "127.0.0.1:1";
   options.call_timeout = std::chrono::seconds(5);
-  GrpcPsClient client(options);
+  RemotePsClient client(options);
   StatsResponse resp;
   absl::Status s = client.Stats(StatsRequest(), &resp);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);

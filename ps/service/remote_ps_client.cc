@@ -1,4 +1,4 @@
-#include "ps/service/grpc_ps_client.h"
+#include "ps/service/remote_ps_client.h"
 
 #include <utility>
 
@@ -8,7 +8,7 @@
 
 namespace pscluster {
 
-GrpcPsClient::GrpcPsClient(Options options)
+RemotePsClient::RemotePsClient(Options options)
     : options_(std::move(options)),
       channel_(MakeChannel(options_.target)),
       stub_(ParameterServer::NewStub(channel_)),
@@ -36,7 +36,7 @@ class FailedCall : public PendingPsCall {
 
 }  // namespace
 
-absl::Status GrpcPsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientContext*)> rpc) {
+absl::Status RemotePsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientContext*)> rpc) {
   grpc::ClientContext context;
   SetDeadline(&context, options_.call_timeout);
   context.set_wait_for_ready(options_.wait_for_ready);
@@ -46,9 +46,9 @@ absl::Status GrpcPsClient::Call(absl::FunctionRef<grpc::Status(grpc::ClientConte
 // One zero-copy unary call: started at construction, finished by Wait.
 // `request` is serialized without copying its tensors, so it must outlive
 // the call.
-class GrpcPsClient::ZeroCopyCall : public PendingPsCall {
+class RemotePsClient::ZeroCopyCall : public PendingPsCall {
  public:
-  ZeroCopyCall(GrpcPsClient* client, const std::string& method,
+  ZeroCopyCall(RemotePsClient* client, const std::string& method,
                const google::protobuf::Message& request, google::protobuf::Message* response)
       : client_(client), response_(response) {
     SerializeToByteBuffer(request, nullptr, &request_buffer_);
@@ -83,7 +83,7 @@ class GrpcPsClient::ZeroCopyCall : public PendingPsCall {
   }
 
  private:
-  GrpcPsClient* const client_;
+  RemotePsClient* const client_;
   google::protobuf::Message* const response_;
   grpc::ClientContext context_;
   grpc::CompletionQueue cq_;
@@ -94,19 +94,19 @@ class GrpcPsClient::ZeroCopyCall : public PendingPsCall {
   bool waited_ = false;
 };
 
-absl::Status GrpcPsClient::ErrorFor(const grpc::Status& grpc_status) const {
+absl::Status RemotePsClient::ErrorFor(const grpc::Status& grpc_status) const {
   const absl::Status status = FromGrpcStatus(grpc_status);
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat("ps ", options_.target, ": ", status.message()));
 }
 
-absl::Status GrpcPsClient::CallZeroCopy(const std::string& method,
+absl::Status RemotePsClient::CallZeroCopy(const std::string& method,
                                         const google::protobuf::Message& request,
                                         google::protobuf::Message* response) {
   return ZeroCopyCall(this, method, request, response).Wait();
 }
 
-std::unique_ptr<PendingPsCall> GrpcPsClient::StartPush(const PushRequest& request,
+std::unique_ptr<PendingPsCall> RemotePsClient::StartPush(const PushRequest& request,
                                                        PushResponse* response) {
   if (data_plane_ != nullptr) {
     absl::StatusOr<std::unique_ptr<FrameStream>> connection = data_plane_->Acquire();
@@ -118,12 +118,12 @@ std::unique_ptr<PendingPsCall> GrpcPsClient::StartPush(const PushRequest& reques
   return std::make_unique<ZeroCopyCall>(this, "/pscluster.ParameterServer/Push", request, response);
 }
 
-absl::Status GrpcPsClient::CreateVariables(const CreateVariablesRequest& request,
+absl::Status RemotePsClient::CreateVariables(const CreateVariablesRequest& request,
                                            CreateVariablesResponse* response) {
   return Call([&](grpc::ClientContext* c) { return stub_->CreateVariables(c, request, response); });
 }
 
-absl::Status GrpcPsClient::Pull(const PullRequest& request, PullResponse* response) {
+absl::Status RemotePsClient::Pull(const PullRequest& request, PullResponse* response) {
   if (data_plane_ != nullptr) {
     absl::StatusOr<std::unique_ptr<FrameStream>> connection = data_plane_->Acquire();
     if (!connection.ok()) return connection.status();
@@ -132,28 +132,29 @@ absl::Status GrpcPsClient::Pull(const PullRequest& request, PullResponse* respon
   return CallZeroCopy("/pscluster.ParameterServer/Pull", request, response);
 }
 
-absl::Status GrpcPsClient::Push(const PushRequest& request, PushResponse* response) {
+absl::Status RemotePsClient::Push(const PushRequest& request, PushResponse* response) {
   if (data_plane_ != nullptr) return StartPush(request, response)->Wait();
   return CallZeroCopy("/pscluster.ParameterServer/Push", request, response);
 }
 
-absl::Status GrpcPsClient::Stats(const StatsRequest& request, StatsResponse* response) {
+absl::Status RemotePsClient::Stats(const StatsRequest& request, StatsResponse* response) {
   return Call([&](grpc::ClientContext* c) { return stub_->Stats(c, request, response); });
 }
 
-absl::Status GrpcPsClient::Save(const SaveRequest& request, SaveResponse* response) {
+absl::Status RemotePsClient::Save(const SaveRequest& request, SaveResponse* response) {
   return Call([&](grpc::ClientContext* c) { return stub_->Save(c, request, response); });
 }
 
-absl::Status GrpcPsClient::Restore(const RestoreRequest& request, RestoreResponse* response) {
+absl::Status RemotePsClient::Restore(const RestoreRequest& request, RestoreResponse* response) {
   return Call([&](grpc::ClientContext* c) { return stub_->Restore(c, request, response); });
 }
 
-absl::Status GrpcPsClient::EndJob(const EndJobRequest& request, EndJobResponse* response) {
+absl::Status RemotePsClient::EndJob(const EndJobRequest& request, EndJobResponse* response) {
   return Call([&](grpc::ClientContext* c) { return stub_->EndJob(c, request, response); });
 }
 
-absl::Status GrpcPsClient::PruneKeys(const PruneKeysRequest& request, PruneKeysResponse* response) {
+absl::Status RemotePsClient::PruneKeys(const PruneKeysRequest& request,
+                                       PruneKeysResponse* response) {
   return Call([&](grpc::ClientContext* c) { return stub_->PruneKeys(c, request, response); });
 }
 

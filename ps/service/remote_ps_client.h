@@ -1,4 +1,7 @@
-// GrpcPsClient: a PsClient that talks to one remote ps_server over gRPC.
+// RemotePsClient: a PsClient that talks to one remote ps_server: Push and
+// Pull on its raw data plane when it serves one (plaintext or TLS, as the
+// process's transport), everything else, and Push/Pull otherwise, over gRPC.
+// (It was GrpcPsClient; it has spoken the data plane since issue 14.)
 //
 // Errors keep the server's status code; their message starts with
 // "ps <target>: " so a worker's log says which PS failed. Transport failures
@@ -14,8 +17,8 @@
 // (ps/service/data_plane_client.h); everything else stays on gRPC.
 //
 // Thread-safe: calls may be made concurrently (they share one channel).
-#ifndef PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
-#define PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
+#ifndef PSCLUSTER_PS_SERVICE_REMOTE_PS_CLIENT_H_
+#define PSCLUSTER_PS_SERVICE_REMOTE_PS_CLIENT_H_
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -31,7 +34,7 @@
 
 namespace pscluster {
 
-class GrpcPsClient : public PsClient {
+class RemotePsClient : public PsClient {
  public:
   struct Options {
     // "host:port" of the ps_server. Required.
@@ -50,7 +53,7 @@ class GrpcPsClient : public PsClient {
 
   // Creates the channel (MakeChannel: pscluster's message-size limits); it
   // connects lazily, so this never fails.
-  explicit GrpcPsClient(Options options);
+  explicit RemotePsClient(Options options);
 
   absl::Status CreateVariables(const CreateVariablesRequest& request,
                                CreateVariablesResponse* response) override;
@@ -88,4 +91,4 @@ class GrpcPsClient : public PsClient {
 
 }  // namespace pscluster
 
-#endif  // PSCLUSTER_PS_SERVICE_GRPC_PS_CLIENT_H_
+#endif  // PSCLUSTER_PS_SERVICE_REMOTE_PS_CLIENT_H_

@@ -1,4 +1,4 @@
-// MirrorsPsClient: the coordinator's view of a multi_worker_mirrored job's
+// WorkerCopiesPsClient: the coordinator's view of a multi_worker_mirrored job's
 // variables, which every worker holds a whole copy of (served by each worker
 // as a ParameterServer; worker/core/mirrored_ps_client.h). To the JobRunner
 // it is the job's one PS:
@@ -10,8 +10,8 @@
 //   either kind of job.
 // Copies are written one after another, in replica order. Thread-safe as the
 // clients it wraps.
-#ifndef PSCLUSTER_COORDINATOR_CORE_MIRRORS_PS_CLIENT_H_
-#define PSCLUSTER_COORDINATOR_CORE_MIRRORS_PS_CLIENT_H_
+#ifndef PSCLUSTER_COORDINATOR_CORE_WORKER_COPIES_PS_CLIENT_H_
+#define PSCLUSTER_COORDINATOR_CORE_WORKER_COPIES_PS_CLIENT_H_
 
 #include <vector>
 
@@ -19,10 +19,10 @@
 
 namespace pscluster {
 
-class MirrorsPsClient final : public PsClient {
+class WorkerCopiesPsClient final : public PsClient {
  public:
   // `copies[i]`: worker i's copy (not owned). REQUIRES: not empty.
-  explicit MirrorsPsClient(std::vector<PsClient*> copies) : copies_(std::move(copies)) {}
+  explicit WorkerCopiesPsClient(std::vector<PsClient*> copies) : copies_(std::move(copies)) {}
 
   absl::Status CreateVariables(const CreateVariablesRequest& request,
                                CreateVariablesResponse* response) override;
@@ -50,4 +50,4 @@ class MirrorsPsClient final : public PsClient {
 
 }  // namespace pscluster
 
-#endif  // PSCLUSTER_COORDINATOR_CORE_MIRRORS_PS_CLIENT_H_
+#endif  // PSCLUSTER_COORDINATOR_CORE_WORKER_COPIES_PS_CLIENT_H_

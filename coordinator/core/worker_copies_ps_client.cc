@@ -1,4 +1,4 @@
-#include "coordinator/core/mirrors_ps_client.h"
+#include "coordinator/core/worker_copies_ps_client.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -24,7 +24,7 @@ absl::Status Everywhere(const std::vector<PsClient*>& copies, const Request& req
 
 }  // namespace
 
-absl::Status MirrorsPsClient::CreateVariables(const CreateVariablesRequest& request,
+absl::Status WorkerCopiesPsClient::CreateVariables(const CreateVariablesRequest& request,
                                               CreateVariablesResponse* response) {
   return Everywhere(copies_, request, response,
                     [](PsClient* c, const CreateVariablesRequest& q, CreateVariablesResponse* r) {
@@ -32,19 +32,20 @@ absl::Status MirrorsPsClient::CreateVariables(const CreateVariablesRequest& requ
                     });
 }
 
-absl::Status MirrorsPsClient::Restore(const RestoreRequest& request, RestoreResponse* response) {
+absl::Status WorkerCopiesPsClient::Restore(const RestoreRequest& request,
+                                           RestoreResponse* response) {
   return Everywhere(
       copies_, request, response,
       [](PsClient* c, const RestoreRequest& q, RestoreResponse* r) { return c->Restore(q, r); });
 }
 
-absl::Status MirrorsPsClient::EndJob(const EndJobRequest& request, EndJobResponse* response) {
+absl::Status WorkerCopiesPsClient::EndJob(const EndJobRequest& request, EndJobResponse* response) {
   return Everywhere(
       copies_, request, response,
       [](PsClient* c, const EndJobRequest& q, EndJobResponse* r) { return c->EndJob(q, r); });
 }
 
-absl::Status MirrorsPsClient::PruneKeys(const PruneKeysRequest& request,
+absl::Status WorkerCopiesPsClient::PruneKeys(const PruneKeysRequest& request,
                                         PruneKeysResponse* response) {
   return Everywhere(copies_, request, response,
                     [](PsClient* c, const PruneKeysRequest& q, PruneKeysResponse* r) {
