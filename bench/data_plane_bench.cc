@@ -64,6 +64,7 @@
 #include "bench/bench_util.h"
 #include "bench/data_plane_cluster.h"
 #include "bench/pslite_launcher.h"
+#include "common/checkpoint_file.h"
 #include "rpc/rpc_util.h"
 
 ABSL_FLAG(std::vector<std::string>, sizes,
@@ -482,7 +483,7 @@ int Main(int argc, char** argv) {
         ",\n  \"unit\": \"GB/s push+pull summed over workers, 2N bytes per round trip, "
         "1 GB = 1e9 B, median\",",
         "\n  \"points\": [\n", absl::StrJoin(json_points, ",\n"), "\n  ]\n}\n");
-    if (absl::Status s = WriteFileAtomically(json_path, json); !s.ok()) {
+    if (absl::Status s = WriteFileAtomically(json_path, json).status(); !s.ok()) {
       std::cerr << "data_plane_bench: --output_json: " << s << "\n";
       return 1;
     }

@@ -46,6 +46,7 @@
 #include "common/tensor.h"
 #include "protos/ps.pb.h"
 #include "ps/service/remote_ps_client.h"
+#include "common/checkpoint_file.h"
 #include "rpc/rpc_util.h"
 #include "rpc/transport.h"
 
@@ -411,7 +412,7 @@ int Main(int argc, char** argv) {
                      ",\n  \"how\": \"real ps_server processes on 127.0.0.1, VmRSS from "
                      "/proc\",",
                      "\n  \"cases\": [\n", absl::StrJoin(json_cases, ",\n"), "\n  ]\n}\n");
-    if (absl::Status s = WriteFileAtomically(json_path, json); !s.ok()) {
+    if (absl::Status s = WriteFileAtomically(json_path, json).status(); !s.ok()) {
       std::cerr << "memory_bench: --output_json: " << s << "\n";
       return 1;
     }

@@ -53,6 +53,7 @@
 #include "ps/core/variable_store.h"
 #include "ps/service/remote_ps_client.h"
 #include "ps/service/ps_service.h"
+#include "common/checkpoint_file.h"
 #include "rpc/rpc_util.h"
 #include "worker/core/synthetic_ctr.h"
 
@@ -496,7 +497,7 @@ int Main(int argc, char** argv) {
         ",\n  \"id_space\": ", id_space, ",\n  \"zipf_exponent\": ", exponent,
         ",\n  \"optimizer\": \"adagrad\",\n  \"points\": [\n", absl::StrJoin(json_points, ",\n"),
         "\n  ],\n  \"targets\": [\n", absl::StrJoin(targets, ",\n"), "\n  ]\n}\n");
-    if (absl::Status s = WriteFileAtomically(json_path, json); !s.ok()) {
+    if (absl::Status s = WriteFileAtomically(json_path, json).status(); !s.ok()) {
       std::cerr << "sparse_bench: --output_json: " << s << "\n";
       return 1;
     }

@@ -25,6 +25,7 @@
 #include "client/local_tls.h"
 #include "client/progress.h"
 #include "client/result_json.h"
+#include "common/termination_signals.h"
 #include "rpc/rpc_util.h"
 
 namespace pscluster {

@@ -20,6 +20,7 @@
 #include "coordinator/core/worker_client.h"
 #include "ps/core/in_process_ps_client.h"
 #include "ps/core/variable_store.h"
+#include "common/termination_signals.h"
 #include "rpc/rpc_util.h"
 #include "worker/core/cpu_backend.h"
 #include "worker/core/worker_state.h"

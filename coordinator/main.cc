@@ -40,6 +40,7 @@
 #include "coordinator/service/grpc_health_checker.h"
 #include "coordinator/service/grpc_worker_client.h"
 #include "ps/service/remote_ps_client.h"
+#include "common/termination_signals.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
 

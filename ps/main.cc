@@ -30,6 +30,7 @@
 #include "ps/service/data_plane_server.h"
 #include "ps/service/ps_service.h"
 #include "rpc/frame_socket.h"
+#include "common/termination_signals.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
 #include "rpc/tls_stream.h"

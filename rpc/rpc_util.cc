@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/checkpoint_file.h"
 #include "rpc/process_metrics.h"
 
 namespace pscluster {
@@ -83,10 +84,12 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
   if (!options.port_file.empty()) {
     if (running->metrics_port_ != 0) {
       absl::Status s = WriteFileAtomically(options.port_file + ".metrics",
-                                           absl::StrCat(running->metrics_port_, "\n"));
+                                           absl::StrCat(running->metrics_port_, "\n"))
+                           .status();
       if (!s.ok()) return s;
     }
-    absl::Status s = WriteFileAtomically(options.port_file, absl::StrCat(running->port_, "\n"));
+    absl::Status s =
+        WriteFileAtomically(options.port_file, absl::StrCat(running->port_, "\n")).status();
     if (!s.ok()) return s;
   }
   return running;
@@ -167,57 +170,6 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
 
 void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
-}
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  const char* p = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n <= 0) {
-      ::close(fd);
-      return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
-
-sigset_t TerminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  return set;
-}
-
-void BlockTerminationSignals() {
-  sigset_t set = TerminationSignals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-int WaitForTerminationSignal() {
-  sigset_t set = TerminationSignals();
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
-}
-
-void OnTerminationSignal(std::function<void()> on_signal) {
-  BlockTerminationSignals();
-  std::thread([on_signal = std::move(on_signal)]() {
-    WaitForTerminationSignal();
-    on_signal();
-  }).detach();
 }
 
 }  // namespace pscluster

@@ -4,8 +4,6 @@
 #ifndef PSCLUSTER_RPC_RPC_UTIL_H_
 #define PSCLUSTER_RPC_RPC_UTIL_H_
 
-#include <signal.h>
-
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -121,23 +119,6 @@ std::string ChannelTarget(const std::string& target);
 
 // Sets a deadline `timeout` from now on `ctx`.
 void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout);
-
-// Writes `contents` to `path` atomically (temp file, fsync, rename).
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
-
-// Blocks SIGINT/SIGTERM in the calling thread (call first in main, before any
-// thread starts), then waits for one in a background thread and calls
-// `on_signal` once. Lets servers shut down cleanly when a supervisor stops them.
-void OnTerminationSignal(std::function<void()> on_signal);
-
-// {SIGINT, SIGTERM}: the signals a supervisor stops a process with.
-sigset_t TerminationSignals();
-
-// Blocks SIGINT/SIGTERM in the calling thread; call first in main, before any
-// thread starts, so that every thread inherits the mask.
-void BlockTerminationSignals();
-// Waits for SIGINT or SIGTERM. REQUIRES: BlockTerminationSignals() was called.
-int WaitForTerminationSignal();
 
 }  // namespace pscluster
 

@@ -27,6 +27,7 @@
 #include "ps/core/memory_budget.h"
 #include "ps/service/ps_service.h"
 #include "ps/service/remote_ps_client.h"
+#include "common/termination_signals.h"
 #include "rpc/rpc_util.h"
 #include "rpc/server_flags.h"
 #include "worker/core/cpu_backend.h"
