@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/backoff.h"
 #include "common/control_auth.h"
 #include "common/update_lease.h"
 
@@ -199,7 +200,7 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
     if (worker_unavailable && options.worker_down != nullptr) *options.worker_down = true;
     // Back off before this worker takes more work, so healthy workers pick
     // the closures up first.
-    absl::SleepFor(options.retry_backoff * (1 << std::min(backoff_attempts - 1, 6)));
+    absl::SleepFor(ExponentialBackoff{options.retry_backoff, 6}.Before(backoff_attempts));
     if (lost_job && options.setup != nullptr) {
       // The worker lost the job (it restarted): set it up again.
       SetupJobResponse ignored;

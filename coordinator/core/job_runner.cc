@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/lr_schedule.h"
 #include "common/metrics.h"
+#include "common/backoff.h"
 #include "common/control_auth.h"
 #include "common/status_macros.h"
 #include "common/update_lease.h"
@@ -265,7 +266,7 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
         Event("retry", absl::StrCat("setting up worker ", w, " (", workers_[w]->address(),
                                     "), attempt ", attempt, ": ", status[w].ToString(),
                                     "; retrying"));
-        absl::SleepFor(options_.retry_backoff * (1 << std::min(attempt - 1, 5)));
+        absl::SleepFor(ExponentialBackoff{options_.retry_backoff, 5}.Before(attempt));
       }
     });
   }

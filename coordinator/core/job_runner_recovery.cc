@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/backoff.h"
 #include "common/job_paths.h"
 #include "common/status_macros.h"
 #include "coordinator/core/job_runner.h"
@@ -405,8 +406,7 @@ bool JobRunner::CheckpointFailed(const absl::Status& error, bool ps_failure,
     if (checkpoint_failures_metric_ != nullptr) checkpoint_failures_metric_->Increment();
     // The next attempt waits for the backoff and for the trigger to fire
     // again, so training always goes on in between.
-    *backoff = absl::Seconds(c.retry_backoff_s) *
-               static_cast<double>(int64_t{1} << std::min<int64_t>(std::max<int64_t>(attempt, 1) - 1, 20));
+    *backoff = ExponentialBackoff{absl::Seconds(c.retry_backoff_s), 20}.Before(attempt);
     next_checkpoint_attempt_ = now + *backoff;
     steps_at_checkpoint_ = status_.steps();
     last_checkpoint_time_ = now;
