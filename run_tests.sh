@@ -30,12 +30,19 @@ fuzz_rc=0
 fuzz/fuzz_smoke.sh --seconds "${PSCLUSTER_FUZZ_SECONDS:-20}" --junit "$work/fuzz.xml" ||
   fuzz_rc=$?
 
+# The thread-safety annotations checked: the libraries and binaries built
+# with clang -Wthread-safety -Werror=thread-safety (--config=clang, in the
+# fuzz step's output base); one counted case.
+clang_rc=0
+tools/thread_safety_build.sh --junit "$work/clang.xml" || clang_rc=$?
+
 summary_rc=0
 python3 tools/bazel_test_summary.py \
   --testlogs "$testlogs" \
   --targets "$work/targets" \
   --bep "$work/bep.json" \
   --extra_xml "$work/fuzz.xml" \
+  --extra_xml "$work/clang.xml" \
   --bazel_exit_code "$test_rc" > "$work/summary" || summary_rc=$?
 
 if ((query_rc != 0)); then
@@ -46,6 +53,9 @@ cat "$work/summary"
 if ((fuzz_rc != 0)); then
   echo "run_tests: fuzz smoke failed ($fuzz_rc)"
 fi
-if ((test_rc != 0 || summary_rc != 0 || query_rc != 0 || fuzz_rc != 0)); then
+if ((clang_rc != 0)); then
+  echo "run_tests: the clang -Wthread-safety build failed ($clang_rc)"
+fi
+if ((test_rc != 0 || summary_rc != 0 || query_rc != 0 || fuzz_rc != 0 || clang_rc != 0)); then
   exit 1
 fi

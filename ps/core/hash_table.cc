@@ -172,7 +172,7 @@ int64_t HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
   pending.reserve(ids.size());
   size_t first = 0;  // index in `ids` of pending[0]
   std::vector<float*> slot_data(slots_.size());
-  auto flush = [&] {
+  auto flush = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (pending.empty()) return;
     for (size_t k = 0; k < slots_.size(); ++k) slot_data[k] = slots_[k].data();
     options_.optimizer->ApplyRowsAt(global_step, step, dim, pending,
@@ -217,7 +217,8 @@ absl::Status HashTable::Load(Rows rows, int64_t evicted) {
   };
   const size_t n = rows.ids.size();
   const size_t dim = static_cast<size_t>(options_.dim);
-  if (rows.values.size() != n * dim || rows.slots.size() != slots_.size() ||
+  // One slot array per optimizer slot (slots_ has as many, for ever).
+  if (rows.values.size() != n * dim || rows.slots.size() != slot_initial_values_.size() ||
       rows.touches.size() != n || rows.ages.size() != n) {
     return fail("rows to load have mismatched sizes");
   }

@@ -580,8 +580,9 @@ absl::Status VariableStore::PruneKeys(const PruneKeysRequest& request,
   const int64_t before = static_cast<int64_t>(applied_keys_.size());
   if (request.below_closure_id() > retired_below_) {
     retired_below_ = request.below_closure_id();
-    absl::erase_if(applied_keys_, [this](const std::pair<int64_t, int64_t>& key) {
-      return key.first < retired_below_;
+    const int64_t below = retired_below_;
+    absl::erase_if(applied_keys_, [below](const std::pair<int64_t, int64_t>& key) {
+      return key.first < below;
     });
     // erase_if leaves the table's capacity; rehash(0) shrinks it to fit.
     applied_keys_.rehash(0);
