@@ -91,13 +91,19 @@ void SignRequest(absl::string_view key, absl::string_view method, R* request) {
   SetMac(request, RequestMac(key, method, *request));
 }
 
+// True if `mac` is RequestMac(key, method, request); constant time.
+template <typename R>
+bool CheckRequestMac(absl::string_view key, absl::string_view method, const R& request,
+                     absl::string_view mac) {
+  R copy = request;
+  ClearMacFields(&copy);
+  return CheckControlMac(key, method, DeterministicBytes(copy), mac);
+}
+
 // True if `request` carries RequestMac(key, method, request).
 template <typename R>
 bool CheckRequest(absl::string_view key, absl::string_view method, const R& request) {
-  R copy = request;
-  const std::string mac = GetMac(copy);
-  ClearMacFields(&copy);
-  return CheckControlMac(key, method, DeterministicBytes(copy), mac);
+  return CheckRequestMac(key, method, request, GetMac(request));
 }
 
 }  // namespace pscluster

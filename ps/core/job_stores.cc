@@ -44,6 +44,13 @@ int64_t BytesUnder(const std::string& dir) {
   return total;
 }
 
+// NOT_FOUND for a job this PS holds nothing of.
+absl::Status NotHeld(const std::string& job) {
+  return absl::NotFoundError(absl::StrCat("job '", job,
+                                          "' holds nothing on this PS (it never created variables "
+                                          "here, has ended, or this PS restarted)"));
+}
+
 int64_t HeldBytes(const StatsResponse& stats) {
   int64_t bytes = 0;
   for (const VariableStats& v : stats.variables()) bytes += v.parameter_bytes() + v.slot_bytes();
@@ -119,12 +126,7 @@ void JobStores::ResetSync(const std::string& job, const std::string& why) {
 absl::StatusOr<std::shared_ptr<VariableStore>> JobStores::Find(const std::string& job) {
   absl::ReaderMutexLock lock(&mu_);
   auto it = stores_.find(job);
-  if (it == stores_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("job '", job,
-                     "' holds nothing on this PS (it never created variables here, has ended, "
-                     "or this PS restarted)"));
-  }
+  if (it == stores_.end()) return NotHeld(job);
   return it->second;
 }
 
@@ -193,17 +195,9 @@ absl::Status JobStores::CheckControl(const std::string& method, const R& request
 
 absl::Status JobStores::CheckPushAuth(const PushRequest& request) {
   RETURN_IF_ERROR(CheckJobId(request.job(), "push"));
-  std::string key;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    if (!stores_.contains(request.job())) {
-      return absl::NotFoundError(absl::StrCat("job '", request.job(),
-                                              "' holds nothing on this PS (it never created "
-                                              "variables here, has ended, or this PS restarted)"));
-    }
-    auto it = keys_.find(request.job());
-    if (it != keys_.end()) key = it->second;
-  }
+  bool held = false;
+  const std::string key = ControlKey(request.job(), "", &held);
+  if (!held) return NotHeld(request.job());
   if (key.empty()) return absl::OkStatus();  // a job without leases (tools)
   if (!request.has_update()) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -228,11 +222,7 @@ absl::Status JobStores::CheckPullAuth(const PullRequest& request) {
   RETURN_IF_ERROR(CheckJobId(request.job(), "pull"));
   bool held = false;
   const std::string key = ControlKey(request.job(), "", &held);
-  if (!held) {
-    return absl::NotFoundError(absl::StrCat("job '", request.job(),
-                                            "' holds nothing on this PS (it never created "
-                                            "variables here, has ended, or this PS restarted)"));
-  }
+  if (!held) return NotHeld(request.job());
   if (key.empty()) return absl::OkStatus();
   if (request.has_lease()) {
     const UpdateKey& u = request.lease();

@@ -82,13 +82,7 @@ absl::Status WorkerState::CheckSwitch(const SetupJobRequest& request) {
     return absl::OkStatus();  // the same job, set up again by its coordinator
   }
   if (!request.release().empty() &&
-      CheckControlMac(worker_key_, "SetupJob.release", DeterministicBytes([&] {
-                        SetupJobRequest copy = request;
-                        copy.clear_auth();
-                        copy.clear_release();
-                        return copy;
-                      }()),
-                      request.release())) {
+      CheckRequestMac(worker_key_, "SetupJob.release", request, request.release())) {
     return absl::OkStatus();  // the held job's coordinator lets it go
   }
   const absl::Duration silent = now_() - last_proof_;
