@@ -15,10 +15,19 @@ A file may include its own layer or a lower one, never a higher one:
 Tests of a layer (*_test.cc, *_test_util.h) may include what their test
 needs (a core's test may run another core in process).
 
+The BUILD files say the same in their deps, so the link follows the layers
+too: a library or binary of common/ or a core depends only on its own
+layer and lower ones, on the proto messages (//protos:pscluster_cc_proto)
+and never on gRPC (//protos:pscluster_cc_grpc, @sys_grpc) — tests
+(cc_test, testonly) excepted, as for includes. And no package is public by
+default: every package() names who may use it (default_visibility without
+//visibility:public).
+
 usage: check_layers.py [ROOT]   (default: the repository holding this file)
 Prints one line per violation ("FILE:LINE: includes X: why") and exits 1 if
 there is any, else prints a summary and exits 0.
 """
+import ast
 import os
 import re
 import sys
@@ -94,15 +103,95 @@ def violations(root):
     return found, checked
 
 
+GRPC_LABELS = ("//protos:pscluster_cc_grpc", "@sys_grpc//")
+RULES = ("cc_library", "cc_binary", "cc_test")
+
+
+def label_layer(label, package):
+    """(rank, name) of the layer of a dependency label, None for external ones."""
+    if label.startswith("@"):
+        return None
+    if label.startswith(":"):
+        target_package = package
+    else:
+        target_package = label[2:].split(":")[0]
+    return layer(target_package + "/BUILD")
+
+
+def build_violations(root):
+    """Wrong deps and public default visibilities in the BUILD files."""
+    found = []
+    checked = 0
+    for directory, subdirs, files in os.walk(root):
+        rel_dir = os.path.relpath(directory, root)
+        top = rel_dir.split("/")[0]
+        subdirs[:] = [d for d in subdirs if not d.startswith((".", "bazel-"))]
+        if rel_dir != "." and (top in ("third_party", "shared")
+                               or top.startswith((".", "bazel-"))):
+            subdirs[:] = []
+            continue
+        if "BUILD.bazel" not in files:
+            continue
+        package = "" if rel_dir == "." else rel_dir
+        path = os.path.join(package, "BUILD.bazel") if package else "BUILD.bazel"
+        with open(os.path.join(root, path)) as f:
+            try:
+                tree = ast.parse(f.read(), path)
+            except SyntaxError as e:
+                found.append(f"{path}:{e.lineno}: cannot read: {e.msg}")
+                continue
+        checked += 1
+        rank, own = layer(path)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            kwargs = {k.arg: k.value for k in node.keywords}
+            if node.func.id == "package":
+                visibility = kwargs.get("default_visibility")
+                labels = [e.value for e in getattr(visibility, "elts", [])
+                          if isinstance(e, ast.Constant)]
+                if "//visibility:public" in labels:
+                    found.append(f"{path}:{node.lineno}: package is public by default: "
+                                 "name who may use it")
+                continue
+            if node.func.id not in RULES or rank > 2:
+                continue
+            testonly = kwargs.get("testonly")
+            if node.func.id == "cc_test" or (isinstance(testonly, ast.Constant) and testonly.value):
+                continue
+            name = getattr(kwargs.get("name"), "value", "?")
+            for dep in getattr(kwargs.get("deps"), "elts", []):
+                if not isinstance(dep, ast.Constant):
+                    continue
+                label = dep.value
+                why = None
+                if label.startswith(GRPC_LABELS):
+                    why = f"{own} is below rpc/: no gRPC (use //protos:pscluster_cc_proto)"
+                else:
+                    dep_layer = label_layer(label, package)
+                    if dep_layer is not None:
+                        dep_rank, dep_name = dep_layer
+                        if dep_rank > rank:
+                            why = f"{own} may not depend on the higher layer {dep_name}"
+                        elif dep_rank == rank and dep_name != own and rank == 2:
+                            why = f"{own} may not depend on another core, {dep_name}"
+                if why:
+                    found.append(f"{path}:{dep.lineno}: {name} depends on {label}: {why}")
+    return found, checked
+
+
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     found, checked = violations(root)
-    for v in found:
+    build_found, build_checked = build_violations(root)
+    for v in found + build_found:
         print(v)
-    if found:
-        print(f"check_layers: {len(found)} include(s) cross a layer the wrong way", file=sys.stderr)
+    if found or build_found:
+        print(f"check_layers: {len(found)} include(s) and {len(build_found)} BUILD line(s) "
+              "cross a layer the wrong way", file=sys.stderr)
         return 1
-    print(f"check_layers: {checked} files below the top layer, every include points down")
+    print(f"check_layers: {checked} files below the top layer, every include points down; "
+          f"{build_checked} BUILD files, every dep points down and no package is public")
     return 0
 
 

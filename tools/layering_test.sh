@@ -28,6 +28,17 @@ make_tree() {
   echo '#include "common/a.h"' > "$tree/worker/core/a.h"
   # A core's test may run another core in process.
   echo '#include "worker/core/a.h"' > "$tree/ps/core/a_test.cc"
+  # BUILD files: a core's library on the proto messages, its test on anything;
+  # a service on gRPC.
+  cat > "$tree/ps/core/BUILD.bazel" << 'BUILD'
+package(default_visibility = ["//ps:__subpackages__"])
+cc_library(name = "a", hdrs = ["a.h", "b.h"], deps = ["//common:a", "//protos:pscluster_cc_proto"])
+cc_test(name = "a_test", srcs = ["a_test.cc"], deps = [":a", "//worker/core:a", "@sys_grpc//:lib"])
+BUILD
+  cat > "$tree/ps/service/BUILD.bazel" << 'BUILD'
+package(default_visibility = ["//ps:__subpackages__"])
+cc_library(name = "a", deps = ["//ps/core:a", "//rpc:a", "//protos:pscluster_cc_grpc"])
+BUILD
 }
 make_tree
 python3 "$CHECK" "$tree" > "$TMP/clean.out" || { cat "$TMP/clean.out" >&2; fail "a clean tree was flagged"; }
@@ -49,5 +60,10 @@ ps/core/a.h|#include "protos/ps.grpc.pb.h"|proto messages only, not gRPC stubs
 rpc/a.h|#include "ps/service/a.h"|rpc may not include the higher layer ps/service
 ps/service/a.h|#include "worker/service/a.h"|ps/service may not include another service
 ps/service/a.h|#include "client/a.h"|ps/service may not include the higher layer client
+ps/core/BUILD.bazel|cc_library(name = "x", deps = ["//protos:pscluster_cc_grpc"])|ps/core is below rpc/: no gRPC
+ps/core/BUILD.bazel|cc_library(name = "x", deps = ["@sys_grpc//:lib"])|ps/core is below rpc/: no gRPC
+ps/core/BUILD.bazel|cc_library(name = "x", deps = ["//rpc:a"])|ps/core may not depend on the higher layer rpc
+ps/core/BUILD.bazel|cc_binary(name = "x", deps = ["//worker/core:a"])|ps/core may not depend on another core, worker/core
+ps/service/BUILD.bazel|package(default_visibility = ["//visibility:public"])|package is public by default
 CASES
 echo PASS
