@@ -41,11 +41,11 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
   [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set"
 done
 
-# write_job FILE CHECKPOINT_DIR ON_FAILURE [MODEL]
+# disk_job FILE CHECKPOINT_DIR ON_FAILURE [MODEL]
 #   MODEL mlp (default): 256 hidden units and Adam, a ~2.4 MB checkpoint;
 #   softmax: softmax regression, a convex model whose final accuracy hardly
 #   depends on the order of asynchronous updates, for the 1 % comparison.
-write_job() {
+disk_job() {
   local layers="[{dense: {units: 256, activation: relu}}, {dense: {units: 10}}]" limit=24000
   local epochs=3 learning_rate=0.001
   if [[ "${4:-mlp}" == softmax ]]; then
@@ -55,26 +55,9 @@ write_job() {
     epochs=6
     learning_rate=0.0003
   fi
-  cat > "$1" <<YAML
-name: checkpoint-disk
-seed: 7
-model:
-  inputs: {dense: 784}
-  layers: $layers
-optimizer: {type: adam, learning_rate: $learning_rate}
-data:
-  train:
-    images: $DATA/train-images-idx3-ubyte.gz
-    labels: $DATA/train-labels-idx1-ubyte.gz
-    limit: $limit
-  eval:
-    images: $DATA/t10k-images-idx3-ubyte.gz
-    labels: $DATA/t10k-labels-idx1-ubyte.gz
-  per_replica_batch: 64
-train: {epochs: $epochs, steps_per_closure: 10, closures_per_worker: 1}
-checkpoint: {dir: $2, every_steps: 20, keep: 2, on_failure: $3, max_retries: $MAX_RETRIES,
-             retry_backoff_s: 0.2}
-YAML
+  write_job "$1" name=checkpoint-disk layers="$layers" \
+    optimizer="{type: adam, learning_rate: $learning_rate}" train_limit="$limit" epochs="$epochs" \
+    checkpoint="{dir: $2, every_steps: 20, keep: 2, on_failure: $3, max_retries: $MAX_RETRIES, retry_backoff_s: 0.2}"
 }
 
 # field FILE KEY: a field of psctl's JSON result ("" when absent).
@@ -142,7 +125,7 @@ echo "full disk: $DISK"
 run_full() {
   local name="$1" ckpt="$TMP/$1-ckpt" start=$SECONDS
   mkdir -p "$ckpt"
-  write_job "$TMP/$name.yaml" "$ckpt" "$2"
+  disk_job "$TMP/$name.yaml" "$ckpt" "$2"
   local psctl_cmd=(timeout 300 "$PSCTL" local "$TMP/$name.yaml" --ps 2 --workers 2 --output json
                    "${BIN_FLAGS[@]}" --run_dir "$TMP/run-$name" --keep_run_dir)
   RC=0
@@ -186,7 +169,7 @@ echo "full_fail: error: $error"
 no_torn "$TMP/full_fail.ls"
 
 # --- (b) the directory becomes unusable mid-job; first the clean run.
-write_job "$TMP/clean.yaml" "$TMP/clean-ckpt" continue softmax
+disk_job "$TMP/clean.yaml" "$TMP/clean-ckpt" continue softmax
 start=$SECONDS
 timeout 300 "$PSCTL" local "$TMP/clean.yaml" --ps 2 --workers 2 --output json "${BIN_FLAGS[@]}" \
   > "$TMP/clean.json" 2> "$TMP/clean.err" || { tail -20 "$TMP/clean.err" >&2; fail "the clean run failed"; }
@@ -196,7 +179,7 @@ echo "clean: eval_accuracy $clean_accuracy, checkpoints $(field "$TMP/clean.json
 [[ "$(field "$TMP/clean.json" checkpoint_failures)" == 0 ]] || fail "the clean run had checkpoint failures"
 
 CKPT="$TMP/broken-ckpt"
-write_job "$TMP/broken.yaml" "$CKPT" continue softmax
+disk_job "$TMP/broken.yaml" "$CKPT" continue softmax
 start=$SECONDS
 local_in_background "$TMP/broken.json" "$TMP/broken.err" 300 "$TMP/broken.yaml" --ps 2 \
   --workers 2 --output json "${BIN_FLAGS[@]}" --run_dir "$TMP/run-broken" --keep_run_dir

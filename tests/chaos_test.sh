@@ -30,32 +30,19 @@ CASES=("$@")
 ((${#CASES[@]} > 0)) || CASES=(sequence both_workers both_ps coordinator_and_ps)
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
+# The jobs' fault_tolerance.ps_recovery_timeout_s, also the safety net on
+# how long one recovery may take.
+PS_RECOVERY_TIMEOUT_S=60
 
-# write_job FILE CHECKPOINT_DIR
-write_job() {
+# chaos_job FILE CHECKPOINT_DIR
+chaos_job() {
   # Softmax regression: a convex model whose final accuracy hardly depends on
   # the order of asynchronous updates (runs differ by ~0.1 %), so the 1 %
   # comparison measures lost or doubled work, not scheduling noise.
-  cat > "$1" <<YAML
-name: chaos
-seed: 11
-model:
-  inputs: {dense: 784}
-  layers:
-    - dense: {units: 10}
-optimizer: {type: adam, learning_rate: 0.0005}
-data:
-  train:
-    images: $DATA/train-images-idx3-ubyte.gz
-    labels: $DATA/train-labels-idx1-ubyte.gz
-  eval:
-    images: $DATA/t10k-images-idx3-ubyte.gz
-    labels: $DATA/t10k-labels-idx1-ubyte.gz
-  per_replica_batch: 64
-train: {epochs: 12, steps_per_closure: 10, closures_per_worker: 1}
-checkpoint: {dir: $2, every_steps: 150, keep: 3}
-fault_tolerance: {max_attempts: 50, ps_recovery_timeout_s: 60, health_check_interval_s: 0.2}
-YAML
+  write_job "$1" name=chaos seed=11 layers="[{dense: {units: 10}}]" \
+    optimizer="{type: adam, learning_rate: 0.0005}" epochs=12 \
+    checkpoint="{dir: $2, every_steps: 150, keep: 3}" \
+    fault_tolerance="{max_attempts: 50, ps_recovery_timeout_s: $PS_RECOVERY_TIMEOUT_S, health_check_interval_s: 0.2}"
 }
 
 result() {  # result FILE FIELD
@@ -63,7 +50,7 @@ result() {  # result FILE FIELD
 }
 
 # --- The clean run.
-write_job "$TMP/clean.yaml" "$TMP/clean-ckpt"
+chaos_job "$TMP/clean.yaml" "$TMP/clean-ckpt"
 timeout 600 "$PSCTL" local "$TMP/clean.yaml" --ps 2 --workers 2 --output json "${BIN_FLAGS[@]}" \
   > "$TMP/clean.json" 2> "$TMP/clean.err" || { tail -20 "$TMP/clean.err"; fail "the clean run failed"; }
 echo "clean run: eval_accuracy $(result "$TMP/clean.json" eval_accuracy)," \
@@ -94,7 +81,7 @@ run_case() {
   local name="$1"
   echo "=== $name"
   rm -rf "$TMP/$name-ckpt"
-  write_job "$TMP/$name.yaml" "$TMP/$name-ckpt"
+  chaos_job "$TMP/$name.yaml" "$TMP/$name-ckpt"
   local_in_background "$TMP/$name.json" "$TMP/$name.err" 600 "$TMP/$name.yaml" --ps 2 \
     --workers 2 --describe --output json "${BIN_FLAGS[@]}"
   case "$name" in
@@ -112,9 +99,10 @@ run_case() {
   wait "$TPID" || rc=$?
   ((rc == 0)) || { tail -40 "$TMP/$name.err" >&2; fail "$name: psctl exited $rc"; }
   grep -E "restarted" "$TMP/$name.err" | sed 's/^/  /' || true
-  python3 - "$name" "$TMP/clean.json" "$TMP/$name.json" <<'PY' || { tail -40 "$TMP/$name.err" >&2; fail "$name: wrong result"; }
+  python3 - "$name" "$TMP/clean.json" "$TMP/$name.json" "$PS_RECOVERY_TIMEOUT_S" <<'PY' || { tail -40 "$TMP/$name.err" >&2; fail "$name: wrong result"; }
 import json, os, sys
 name, clean, chaos = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+recovery_timeout = float(sys.argv[4])
 assert chaos["state"] == "SUCCEEDED", chaos
 restarts = chaos.get("restarts", {})
 want = {"sequence": ["worker", "ps", "coordinator"], "both_workers": ["worker"],
@@ -134,7 +122,11 @@ assert trained - steps == lost, "lost_steps %d but %d steps were trained again" 
 if name in ("sequence", "both_ps"):
     assert chaos["ps_recoveries"] >= 1, "no PS recovery"
 if name != "both_workers":
-    assert chaos.get("last_recovery_seconds", 0) < 10, "healing took %.1f s" % chaos["last_recovery_seconds"]
+    # A safety net only: healing is asserted by the counts above; how fast
+    # it heals is this machine's (printed), never a bound.
+    print("  last recovery %.2f s" % chaos.get("last_recovery_seconds", 0))
+    assert chaos.get("last_recovery_seconds", 0) < recovery_timeout, \
+        "healing took %.1f s (ps_recovery_timeout_s %g)" % (chaos["last_recovery_seconds"], recovery_timeout)
 assert gap <= 0.01, "accuracy moved by %.4f (> 1%%)" % gap
 pids = chaos["pids"]
 for pid in pids["ps"] + pids["worker"] + [pids["coordinator"]]:

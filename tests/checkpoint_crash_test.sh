@@ -29,28 +29,11 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
 done
 
 rm -rf "$CKPT"
-cat > "$TMP/job.yaml" <<YAML
-name: checkpoint-crash
-seed: 5
-model:
-  inputs: {dense: 784}
-  layers:
-    - dense: {units: 256, activation: relu}
-    - dense: {units: 10}
-optimizer: {type: adam, learning_rate: 0.001}
-data:
-  train:
-    images: $DATA/train-images-idx3-ubyte.gz
-    labels: $DATA/train-labels-idx1-ubyte.gz
-  eval:
-    images: $DATA/t10k-images-idx3-ubyte.gz
-    labels: $DATA/t10k-labels-idx1-ubyte.gz
-    limit: 2000
-  per_replica_batch: 64
-train: {epochs: 4, steps_per_closure: 10, closures_per_worker: 1}
-checkpoint: {dir: $CKPT, every_steps: 20, keep: 3}
-fault_tolerance: {max_attempts: 50, ps_recovery_timeout_s: 60, health_check_interval_s: 0.2}
-YAML
+write_job "$TMP/job.yaml" name=checkpoint-crash seed=5 \
+  layers="[{dense: {units: 256, activation: relu}}, {dense: {units: 10}}]" \
+  optimizer="{type: adam, learning_rate: 0.001}" eval_limit=2000 epochs=4 \
+  checkpoint="{dir: $CKPT, every_steps: 20, keep: 3}" \
+  fault_tolerance="{max_attempts: 50, ps_recovery_timeout_s: 60, health_check_interval_s: 0.2}"
 
 local_in_background "$TMP/run.json" "$TMP/run.err" 600 "$TMP/job.yaml" --ps 2 --workers 2 \
   --output json "${BIN_FLAGS[@]}" --run_dir "$TMP/run" --keep_run_dir

@@ -40,24 +40,8 @@ done
 fashion_job() {
   local layers="[{dense: {units: 10}}]"
   (($3 > 0)) && layers="[{dense: {units: $3, activation: relu}}, {dense: {units: 10}}]"
-  cat > "$1" <<YAML
-name: $2
-seed: 11
-model:
-  inputs: {dense: 784}
-  layers: $layers
-optimizer: {type: adam, learning_rate: 0.0005}
-data:
-  train:
-    images: $DATA/train-images-idx3-ubyte.gz
-    labels: $DATA/train-labels-idx1-ubyte.gz
-    limit: $4
-  eval:
-    images: $DATA/t10k-images-idx3-ubyte.gz
-    labels: $DATA/t10k-labels-idx1-ubyte.gz
-  per_replica_batch: 64
-train: {epochs: $5, steps_per_closure: 10, closures_per_worker: 1}
-YAML
+  write_job "$1" name="$2" seed=11 layers="$layers" optimizer="{type: adam, learning_rate: 0.0005}" \
+    train_limit="$4" epochs="$5"
 }
 fashion_job "$TMP/a.yaml" softmax 0 0 3
 sed "s|path: data/movielens/movielens.csv|path: $CSV|" "$CTR_EXAMPLE" > "$TMP/b.yaml"

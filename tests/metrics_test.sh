@@ -33,29 +33,9 @@ done
 
 # Enough epochs to train for well over 10 s on a small machine; the test
 # cancels it (--timeout_s) once it has what it needs.
-cat > "$TMP/job.yaml" <<YAML
-name: metrics-test
-strategy: parameter_server
-seed: 7
-model:
-  inputs: {dense: 784}
-  layers:
-    - dense: {units: 64, activation: relu}
-    - dense: {units: 10}
-optimizer: {type: adam, learning_rate: 0.002}
-data:
-  train:
-    images: $DATA/train-images-idx3-ubyte.gz
-    labels: $DATA/train-labels-idx1-ubyte.gz
-    limit: 3000
-  eval:
-    images: $DATA/t10k-images-idx3-ubyte.gz
-    labels: $DATA/t10k-labels-idx1-ubyte.gz
-    limit: 1000
-  per_replica_batch: 32
-train: {epochs: 1000, steps_per_closure: 5, closures_per_worker: 1}
-checkpoint: {dir: $TMP/ckpt, every_steps: 40, keep: 2}
-YAML
+write_job "$TMP/job.yaml" name=metrics-test strategy=parameter_server train_limit=3000 \
+  eval_limit=1000 per_replica_batch=32 epochs=1000 steps_per_closure=5 \
+  checkpoint="{dir: $TMP/ckpt, every_steps: 40, keep: 2}"
 
 local_in_background "$TMP/stdout" "$TMP/stderr" 300 "$TMP/job.yaml" --ps 2 --workers 2 \
   --metrics -o json --timeout_s 240 --run_dir "$TMP/run" \

@@ -23,23 +23,10 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
   [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
 done
 
-cat > "$TMP/diverge.yaml" <<YAML
-name: diverge
-seed: 7
-model:
-  inputs: {dense: 784}
-  layers:
-    - dense: {units: 32, activation: relu}
-    - dense: {units: 10}
-  loss: softmax_cross_entropy
-optimizer: {type: sgd, learning_rate: 1e30}
-data:
-  train: {images: $DATA/train-images-idx3-ubyte.gz, labels: $DATA/train-labels-idx1-ubyte.gz, limit: 2560}
-  eval: {images: $DATA/t10k-images-idx3-ubyte.gz, labels: $DATA/t10k-labels-idx1-ubyte.gz, limit: 500}
-  per_replica_batch: 64
-train: {epochs: 2, steps_per_closure: 5, closures_per_worker: 1}
-fault_tolerance: {max_attempts: 3}
-YAML
+write_job "$TMP/diverge.yaml" name=diverge \
+  layers="[{dense: {units: 32, activation: relu}}, {dense: {units: 10}}]" \
+  loss=softmax_cross_entropy optimizer="{type: sgd, learning_rate: 1e30}" \
+  train_limit=2560 eval_limit=500 epochs=2 steps_per_closure=5 fault_tolerance="{max_attempts: 3}"
 
 rc=0
 timeout 120 "$PSCTL" local "$TMP/diverge.yaml" --ps 2 --workers 2 -o json --no_restart \

@@ -33,30 +33,10 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
   [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
 done
 
-# write_job FILE EPOCHS TRAIN_LIMIT [STRATEGY]
-write_job() {
-  cat > "$1" <<YAML
-name: psctl-local-test
-strategy: ${4:-parameter_server}
-seed: 7
-model:
-  inputs: {dense: 784}
-  layers:
-    - dense: {units: 64, activation: relu}
-    - dense: {units: 10}
-optimizer: {type: adam, learning_rate: 0.002}
-data:
-  train:
-    images: $DATA/train-images-idx3-ubyte.gz
-    labels: $DATA/train-labels-idx1-ubyte.gz
-    limit: $3
-  eval:
-    images: $DATA/t10k-images-idx3-ubyte.gz
-    labels: $DATA/t10k-labels-idx1-ubyte.gz
-    limit: 2000
-  per_replica_batch: 64
-train: {epochs: $2, steps_per_closure: 10, closures_per_worker: 1}
-YAML
+# local_job FILE EPOCHS TRAIN_LIMIT [STRATEGY]
+local_job() {
+  write_job "$1" name=psctl-local-test strategy="${4:-parameter_server}" train_limit="$3" \
+    eval_limit=2000 epochs="$2"
 }
 
 BIN_FLAGS=(--ps_server_bin="$PS_SERVER" --worker_server_bin="$WORKER_SERVER"
@@ -110,7 +90,7 @@ show_logs() {
 }
 
 test_train() {
-  write_job "$TMP/job.yaml" 1 6000
+  local_job "$TMP/job.yaml" 1 6000
   start_psctl "$TMP/job.yaml" --ps 2 --workers 2 --output json
   if ! watch_children 240; then
     show_logs
@@ -153,7 +133,7 @@ PY
 
 test_kill9() {
   # Long enough that the job is still running when psctl is killed.
-  write_job "$TMP/job.yaml" 200 60000
+  local_job "$TMP/job.yaml" 200 60000
   start_psctl "$TMP/job.yaml" --ps 2 --workers 2
   if ! watch_children 120; then
     show_logs
@@ -186,7 +166,7 @@ child_matching() {
 test_restart_worker() {
   # Long enough to kill a worker twice while it trains (~40 s on 2 cores; the
   # job of the brief, 3 epochs of 20000 examples, is over in 2 s).
-  write_job "$TMP/job.yaml" 15 60000 "${1:-parameter_server}"
+  local_job "$TMP/job.yaml" 15 60000 "${1:-parameter_server}"
   local run_dir="$TMP/restart-run"
   start_psctl "$TMP/job.yaml" --ps 2 --workers 2 --output json --run_dir "$run_dir" --describe
   if ! watch_children 240; then
@@ -270,8 +250,8 @@ PY
 }
 
 test_one_device() {
-  write_job "$TMP/one.yaml" 2 6000 one_device
-  write_job "$TMP/cluster.yaml" 2 6000 parameter_server
+  local_job "$TMP/one.yaml" 2 6000 one_device
+  local_job "$TMP/cluster.yaml" 2 6000 parameter_server
   local rc=0
   timeout 300 "$PSCTL" local "$TMP/one.yaml" --output json "${BIN_FLAGS[@]}" \
     > "$TMP/one.json" 2> "$TMP/one.err" &
@@ -322,17 +302,18 @@ expect_bad_input() {
 
 test_bad_input() {
   mkdir -p "$TMP/typo" "$TMP/indent" "$TMP/nodata"
-  write_job "$TMP/typo/job.yaml" 1 6000
+  local_job "$TMP/typo/job.yaml" 1 6000
   sed -i 's/type: adam,/type: adamm,/' "$TMP/typo/job.yaml"
   local line
   line="$(grep -n 'adamm' "$TMP/typo/job.yaml" | cut -d: -f1)"
   expect_bad_input "$TMP/typo/job.yaml" "job\\.yaml:$line:[0-9]+: .*adamm"
 
-  write_job "$TMP/indent/job.yaml" 1 6000
-  sed -i 's/^    - dense: {units: 10}/   - dense: {units: 10}/' "$TMP/indent/job.yaml"
+  local_job "$TMP/indent/job.yaml" 1 6000
+  sed -i 's/^    labels: \(.*t10k-labels.*\)$/   labels: \1/' "$TMP/indent/job.yaml"
+  grep -q '^   labels: .*t10k-labels' "$TMP/indent/job.yaml" || fail "could not break the indentation"
   expect_bad_input "$TMP/indent/job.yaml" 'job\.yaml:[0-9]+:[0-9]+: '
 
-  write_job "$TMP/nodata/job.yaml" 1 6000
+  local_job "$TMP/nodata/job.yaml" 1 6000
   sed -i "s|t10k-labels-idx1-ubyte.gz|no-such-labels.gz|" "$TMP/nodata/job.yaml"
   expect_bad_input "$TMP/nodata/job.yaml" "^data file not found: $DATA/no-such-labels.gz\$"
 
@@ -340,7 +321,7 @@ test_bad_input() {
   # workers find it before training; the job FAILS as invalid input, exit 2.
   mkdir -p "$TMP/corrupt"
   echo "these are not Fashion-MNIST labels" | gzip > "$TMP/corrupt/labels.gz"
-  write_job "$TMP/corrupt/job.yaml" 1 6000
+  local_job "$TMP/corrupt/job.yaml" 1 6000
   sed -i "s|$DATA/t10k-labels-idx1-ubyte.gz|$TMP/corrupt/labels.gz|" "$TMP/corrupt/job.yaml"
   local rc=0
   timeout 120 "$PSCTL" local "$TMP/corrupt/job.yaml" --output json "${BIN_FLAGS[@]}" \
@@ -358,7 +339,7 @@ PY
 # --tls: a throwaway CA and cluster certificate made with openssl, mutual TLS
 # on every channel and a token on the job service; the job trains through it.
 test_tls() {
-  write_job "$TMP/job.yaml" 1 6000
+  local_job "$TMP/job.yaml" 1 6000
   local rc=0
   timeout 300 "$PSCTL" local "$TMP/job.yaml" --tls --keep_run_dir --run_dir "$TMP/run" \
     --output json "${BIN_FLAGS[@]}" > "$TMP/stdout" 2> "$TMP/stderr" || rc=$?

@@ -51,27 +51,7 @@ CSV="$(abs "$6")"
 
 # fmnist_job FILE STRATEGY EPOCHS [EXTRA YAML LINE]
 fmnist_job() {
-  cat > "$1" <<YAML
-name: fmnist-$2
-strategy: $2
-seed: 7
-model:
-  inputs: {dense: 784}
-  layers:
-    - dense: {units: 64, activation: relu}
-    - dense: {units: 10}
-optimizer: {type: adam, learning_rate: 0.002}
-data:
-  train:
-    images: $DATA/train-images-idx3-ubyte.gz
-    labels: $DATA/train-labels-idx1-ubyte.gz
-  eval:
-    images: $DATA/t10k-images-idx3-ubyte.gz
-    labels: $DATA/t10k-labels-idx1-ubyte.gz
-  per_replica_batch: 64
-train: {epochs: $3, steps_per_closure: 10, closures_per_worker: 1}
-${4:-}
-YAML
+  write_job "$1" name="fmnist-$2" strategy="$2" epochs="$3" extra="${4:-}"
 }
 
 # run NAME YAML: psctl local on 2 PS x 2 workers, JSON result in $TMP/NAME.json.

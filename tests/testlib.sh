@@ -11,6 +11,8 @@
 #   show_logs                  the tail of every server log, on stderr
 #   wait_listening NAME...     each prints "listening on" within 60 s, else
 #                              the test fails naming it (and shows the logs)
+# Jobs:
+#   write_job FILE KEY=VALUE...  a Fashion-MNIST job (see below)
 
 abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 
@@ -144,3 +146,68 @@ wait_listening() {
     grep -q "listening on" "$TMP/$name.out" || { show_logs; fail "$name is not listening after 60 s"; }
   done
 }
+
+# write_job FILE [KEY=VALUE...]: writes the tests' Fashion-MNIST job to FILE:
+# the base job below, with the fields that differ given as KEY=VALUE. VALUE
+# is YAML (flow style for maps and lists); an empty VALUE leaves an optional
+# line out. Keys, and their values in the base job:
+#   name: test                 strategy: (none: parameter_server)
+#   seed: 7                    layers: [{dense: {units: 64, activation: relu}}, {dense: {units: 10}}]
+#   loss: (none)               optimizer: {type: adam, learning_rate: 0.002}
+#   train_limit: (none)        eval_limit: (none)
+#   per_replica_batch: 64      global_batch: (none)
+#   epochs: 1                  steps_per_closure: 10      closures_per_worker: 1
+#   checkpoint: (none)         fault_tolerance: (none)
+#   extra: (none)              lines appended as they are (e.g. "devices: 2")
+# The data files are those under $DATA (default /usr/share/datasets/fashion-mnist).
+# Each field keeps a line of its own ("    labels: .../train-labels...",
+# "per_replica_batch: 64", "train: {epochs: N, ...}"), for tests that edit
+# the file with sed. An unknown KEY fails the test.
+write_job() {
+  local file="$1" kv key
+  shift
+  local -A job=(
+    [name]=test [strategy]="" [seed]=7
+    [layers]="[{dense: {units: 64, activation: relu}}, {dense: {units: 10}}]"
+    [loss]="" [optimizer]="{type: adam, learning_rate: 0.002}"
+    [train_limit]="" [eval_limit]="" [per_replica_batch]=64 [global_batch]=""
+    [epochs]=1 [steps_per_closure]=10 [closures_per_worker]=1
+    [checkpoint]="" [fault_tolerance]="" [extra]=""
+  )
+  for kv in "$@"; do
+    key="${kv%%=*}"
+    [[ "$kv" == *=* && -v "job[$key]" ]] || fail "write_job: '$kv' is not KEY=VALUE with a known KEY"
+    job[$key]="${kv#*=}"
+  done
+  local data="${DATA:-/usr/share/datasets/fashion-mnist}"
+  {
+    testlib_job_line name ""
+    testlib_job_line strategy ""
+    testlib_job_line seed ""
+    echo "model:"
+    echo "  inputs: {dense: 784}"
+    testlib_job_line layers "  "
+    testlib_job_line loss "  "
+    testlib_job_line optimizer ""
+    echo "data:"
+    echo "  train:"
+    echo "    images: $data/train-images-idx3-ubyte.gz"
+    echo "    labels: $data/train-labels-idx1-ubyte.gz"
+    [[ -z "${job[train_limit]}" ]] || echo "    limit: ${job[train_limit]}"
+    echo "  eval:"
+    echo "    images: $data/t10k-images-idx3-ubyte.gz"
+    echo "    labels: $data/t10k-labels-idx1-ubyte.gz"
+    [[ -z "${job[eval_limit]}" ]] || echo "    limit: ${job[eval_limit]}"
+    testlib_job_line per_replica_batch "  "
+    testlib_job_line global_batch "  "
+    echo "train: {epochs: ${job[epochs]}, steps_per_closure: ${job[steps_per_closure]}," \
+         "closures_per_worker: ${job[closures_per_worker]}}"
+    testlib_job_line checkpoint ""
+    testlib_job_line fault_tolerance ""
+    [[ -z "${job[extra]}" ]] || echo "${job[extra]}"
+  } > "$file"
+}
+
+# testlib_job_line KEY INDENT: "INDENTKEY: VALUE" of write_job's `job` (bash
+# scoping: the caller's local), nothing when the value is empty.
+testlib_job_line() { [[ -z "${job[$1]}" ]] || echo "$2$1: ${job[$1]}"; }

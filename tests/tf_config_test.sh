@@ -136,9 +136,23 @@ JOB_ID="$(grep -v '^\s*$' "$TMP/submit.out" | tail -1 | tr -d '[:space:]')"
 [[ -n "$JOB_ID" ]] || fail "psctl submit printed no job id"
 echo "submitted $JOB_ID"
 
-# The second worker comes late: the job must wait for it, not fail.
-sleep 4
+# The second worker comes late: the job must wait for it, not fail. It
+# starts once the job is seen RUNNING (out of the queue, in its wait for
+# every task to answer: without worker 1 it can neither train nor, before
+# --cluster_wait_s, fail), polled for at most 60 s; the job's end below
+# says whether it waited.
+deadline=$((SECONDS + 60))
+state=""
+while ((SECONDS < deadline)); do
+  read -r steps _ state < <(job_progress "127.0.0.1:$CHIEF")
+  [[ "$state" == QUEUED || "$state" == NONE ]] || break
+  gone "$PID_coordinator" && { show_logs; fail "coordinator exited"; }
+  sleep 0.1
+done
+[[ "$state" == RUNNING ]] || { show_logs; fail "job $JOB_ID is $state, want RUNNING (waiting for worker 1)"; }
+((steps == 0)) || { show_logs; fail "job $JOB_ID trained $steps steps without worker 1"; }
 gone "$PID_coordinator" && { show_logs; fail "coordinator exited"; }
+echo "ok: job $JOB_ID is RUNNING and waits for worker 1"
 start worker1 "$(tf_config worker 1)" "$WORKER_SERVER" --compute_threads 1
 wait_listening worker1 "127.0.0.1:$W1"
 

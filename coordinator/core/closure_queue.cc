@@ -6,7 +6,7 @@ namespace pscluster {
 
 void ClosureQueue::Put(Closure closure) {
   absl::MutexLock lock(&mu_);
-  closure.queued_at = absl::Now();
+  closure.queued_at = now_();
   if (!stopped_) queue_.push_back(std::move(closure));
 }
 
@@ -40,22 +40,25 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
     if (stopped_) return true;
     if (paused_) return false;
     if (queue_.empty()) return in_flight_ == 0 && !open_;
-    const absl::Time now = absl::Now();
+    const absl::Time now = now_();
     return std::any_of(queue_.begin(), queue_.end(),
                        [&](const Closure& c) { return Eligible(c, worker, now); });
   };
-  // A closure queued for another worker becomes takeable with time alone,
-  // which wakes no one: while one is queued, look again every few ms.
+  // A closure queued for another worker is waited for with a timed wait.
   auto waiting_on_time = [this, worker]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (worker < 0) return false;
     return std::any_of(queue_.begin(), queue_.end(), [worker](const Closure& c) {
       return c.preferred_worker >= 0 && c.preferred_worker != worker;
     });
   };
-  std::vector<Closure> taken;
+  // Counted from here until ready: the lock is held up to the first wait, so
+  // whoever reads the count sees this call only while it waits.
+  ++waiting_takers_;
   while (true) {
     if (waiting_on_time()) {
-      if (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(20))) continue;
+      // A closure queued for another worker becomes takeable with time
+      // alone, which wakes no one: look again every few ms.
+      if (mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(20))) break;
     } else {
       // Until takeable, or until a closure for another worker is queued
       // (then the timed wait above).
@@ -63,22 +66,24 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
         return ready() || waiting_on_time();
       };
       mu_.Await(absl::Condition(&ready_or_timed));
-      if (!ready()) continue;
+      if (ready()) break;
     }
-    if (stopped_ || queue_.empty()) return taken;
-    const absl::Time now = absl::Now();
-    const size_t want = static_cast<size_t>(std::max(max, 1));
-    for (auto it = queue_.begin(); it != queue_.end() && taken.size() < want;) {
-      if (Eligible(*it, worker, now)) {
-        taken.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    in_flight_ += static_cast<int64_t>(taken.size());
-    return taken;
   }
+  --waiting_takers_;
+  std::vector<Closure> taken;
+  if (stopped_ || queue_.empty()) return taken;
+  const absl::Time now = now_();
+  const size_t want = static_cast<size_t>(std::max(max, 1));
+  for (auto it = queue_.begin(); it != queue_.end() && taken.size() < want;) {
+    if (Eligible(*it, worker, now)) {
+      taken.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  in_flight_ += static_cast<int64_t>(taken.size());
+  return taken;
 }
 
 void ClosureQueue::Done() {
@@ -131,6 +136,11 @@ bool ClosureQueue::WaitUntilIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopped_ || in_flight_ == 0; };
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+int ClosureQueue::waiting_takers() const {
+  absl::MutexLock lock(&mu_);
+  return waiting_takers_;
 }
 
 bool ClosureQueue::WaitFor(absl::Duration timeout) {

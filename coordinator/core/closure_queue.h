@@ -14,18 +14,26 @@
 //
 // An open queue (SetOpen) is fed while it runs: running out of closures does
 // not end it, so the dispatch threads wait for more; closing it lets them
-// end. Thread-safe.
+// end.
+//
+// Time (queued_at, the locality wait) is read from the clock given to the
+// constructor: absl::Now by default, a fake one in tests. Thread-safe; the
+// clock is called with the queue's lock held, so it must not call back into
+// the queue.
 #ifndef PSCLUSTER_COORDINATOR_CORE_CLOSURE_QUEUE_H_
 #define PSCLUSTER_COORDINATOR_CORE_CLOSURE_QUEUE_H_
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "protos/worker.pb.h"
 
@@ -50,8 +58,10 @@ struct Closure {
 
 class ClosureQueue {
  public:
-  explicit ClosureQueue(absl::Duration locality_wait = absl::Milliseconds(300))
-      : locality_wait_(locality_wait) {}
+  // `now`: the clock of queued_at and the locality wait.
+  explicit ClosureQueue(absl::Duration locality_wait = absl::Milliseconds(300),
+                        std::function<absl::Time()> now = [] { return absl::Now(); })
+      : locality_wait_(locality_wait), now_(std::move(now)) {}
 
   void Put(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);
   // While open, the queue is not drained when it runs empty (Get() waits for
@@ -93,6 +103,10 @@ class ClosureQueue {
   // Blocks until drained, stopped, or `timeout`; true when drained or stopped.
   bool WaitFor(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // How many Get()/GetUpTo() calls are blocked now, each having found
+  // nothing it may take: an event tests wait on instead of sleeping.
+  int waiting_takers() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return queue_.empty() && in_flight_ == 0;
@@ -105,12 +119,14 @@ class ClosureQueue {
   }
 
   const absl::Duration locality_wait_;
+  const std::function<absl::Time()> now_;
   mutable absl::Mutex mu_;
   std::deque<Closure> queue_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool open_ ABSL_GUARDED_BY(mu_) = false;
+  int waiting_takers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,10 +1,15 @@
 #include "coordinator/core/closure_queue.h"
 
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace pscluster {
@@ -15,6 +20,60 @@ Closure Make(int64_t id) {
   c.id = id;
   return c;
 }
+
+// A clock that moves only when told to, and counts how often it was read
+// (a taker waiting on the locality wait reads it each time it looks).
+class FakeClock {
+ public:
+  absl::Time Now() {
+    absl::MutexLock lock(&mu_);
+    ++reads_;
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+  int64_t reads() const {
+    absl::MutexLock lock(&mu_);
+    return reads_;
+  }
+  std::function<absl::Time()> AsFunction() {
+    return [this] { return Now(); };
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
+  int64_t reads_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Polls `event` until it holds or 10 s pass (a safety net only: the events
+// waited on here come within milliseconds); true if it held.
+bool WaitUntil(const std::function<bool()>& event) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!event()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+// Ends a test's taker thread on every way out of the test (a failed ASSERT
+// included): stops the queue, so that a waiting taker returns, and joins.
+class StopAndJoin {
+ public:
+  StopAndJoin(ClosureQueue* q, std::thread* t) : q_(q), t_(t) {}
+  ~StopAndJoin() {
+    if (!t_->joinable()) return;
+    q_->Stop(absl::CancelledError("the test ended"));
+    t_->join();
+  }
+
+ private:
+  ClosureQueue* q_;
+  std::thread* t_;
+};
 
 TEST(ClosureQueueTest, FifoAndDrain) {
   ClosureQueue q;
@@ -162,38 +221,52 @@ TEST(ClosureQueuePauseTest, PausedQueueHandsOutNothingUntilResumed) {
   auto a = q.Get();
   q.Pause();
   std::atomic<bool> got{false};
+  absl::Notification returned;
   std::thread t([&] {
     auto c = q.Get();
     got = c.has_value();
     if (c) q.Done();
+    returned.Notify();
   });
-  EXPECT_FALSE(q.WaitUntilIdle(absl::Milliseconds(50)));  // closure 1 is in flight
-  q.Done();
-  EXPECT_TRUE(q.WaitUntilIdle(absl::Milliseconds(1000)));
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_FALSE(got);  // still paused
+  StopAndJoin end_t(&q, &t);
+  // The taker looked, found closure 2 queued but the queue paused, and waits.
+  ASSERT_TRUE(WaitUntil([&] { return q.waiting_takers() == 1; }));
+  EXPECT_FALSE(got);
+  EXPECT_FALSE(q.WaitUntilIdle(absl::ZeroDuration()));  // closure 1 is in flight
+  q.Done();  // wakes the taker to look again: still paused
+  EXPECT_TRUE(q.WaitUntilIdle(absl::ZeroDuration()));
+  EXPECT_EQ(q.waiting_takers(), 1);
+  EXPECT_FALSE(got);
   q.Resume();
+  ASSERT_TRUE(returned.WaitForNotificationWithTimeout(absl::Seconds(10)));
   t.join();
   EXPECT_TRUE(got);
-  EXPECT_TRUE(q.WaitFor(absl::Seconds(1)));
+  EXPECT_EQ(q.waiting_takers(), 0);
+  EXPECT_TRUE(q.WaitFor(absl::ZeroDuration()));
   EXPECT_TRUE(q.Wait().ok());
 }
 
-// Delay scheduling: a closure for worker 1 goes to worker 0 only after the
-// locality wait (here to a thread that was already waiting when it was
-// queued); a pinned one never does; an open queue keeps its takers waiting.
+// Delay scheduling, on a fake clock: a closure for worker 1 goes to worker 0
+// once it has waited exactly the locality wait (here to a thread that was
+// already waiting when it was queued); a pinned one never does; an open
+// queue keeps its takers waiting.
 TEST(ClosureQueueTest, PreferredWorkerThenAnyAfterTheWaitAndPinnedNever) {
-  ClosureQueue q(absl::Milliseconds(200));
+  FakeClock clock;
+  ClosureQueue q(absl::Milliseconds(200), clock.AsFunction());
   q.SetOpen(true);
   std::atomic<int64_t> taken_id{-1};
   absl::Time taken_at;
+  absl::Notification returned;
   std::thread w0([&] {
     std::vector<Closure> c = q.GetUpTo(1, /*worker=*/0);
-    taken_at = absl::Now();
+    taken_at = clock.Now();
     if (!c.empty()) taken_id = c[0].id;
+    returned.Notify();
   });
-  absl::SleepFor(absl::Milliseconds(50));  // w0 waits on an empty open queue
-  const absl::Time put = absl::Now();
+  StopAndJoin end_w0(&q, &w0);
+  // w0 waits on the empty open queue.
+  ASSERT_TRUE(WaitUntil([&] { return q.waiting_takers() == 1; }));
+  const absl::Time put = clock.Now();
   Closure pinned;
   pinned.id = 1;
   pinned.preferred_worker = 1;
@@ -203,16 +276,25 @@ TEST(ClosureQueueTest, PreferredWorkerThenAnyAfterTheWaitAndPinnedNever) {
   preferred.id = 2;
   preferred.preferred_worker = 1;
   q.Put(preferred);
+  // Just short of the wait: w0 looks (reads the clock) and takes nothing.
+  clock.Advance(absl::Milliseconds(199));
+  const int64_t reads = clock.reads();
+  ASSERT_TRUE(WaitUntil([&] { return clock.reads() > reads; }));
+  EXPECT_EQ(taken_id, -1);
+  EXPECT_EQ(q.waiting_takers(), 1);
+  // At the wait: w0 takes the preferred closure, never the pinned one.
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(returned.WaitForNotificationWithTimeout(absl::Seconds(10)));
   w0.join();
-  EXPECT_EQ(taken_id, 2);  // never the pinned one
-  EXPECT_GE(taken_at - put, absl::Milliseconds(190));
+  EXPECT_EQ(taken_id, 2);
+  EXPECT_EQ(taken_at - put, absl::Milliseconds(200));
   // Worker 1 takes its pinned closure at once.
   std::vector<Closure> c = q.GetUpTo(1, /*worker=*/1);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].id, 1);
   q.Done();
   q.Done();
-  EXPECT_TRUE(q.WaitUntilEmpty(absl::Seconds(1)));
+  EXPECT_TRUE(q.WaitUntilEmpty(absl::ZeroDuration()));
   q.SetOpen(false);
   EXPECT_TRUE(q.Wait().ok());
 }
