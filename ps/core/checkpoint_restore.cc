@@ -39,7 +39,8 @@ HashTable::Rows Select(const HashTable::Rows& all, const std::vector<size_t>& ke
   const size_t d = static_cast<size_t>(dim);
   for (size_t i : keep) {
     out.ids.push_back(all.ids[i]);
-    out.values.insert(out.values.end(), all.values.begin() + i * d, all.values.begin() + (i + 1) * d);
+    out.values.insert(out.values.end(), all.values.begin() + i * d,
+                      all.values.begin() + (i + 1) * d);
     for (size_t k = 0; k < all.slots.size(); ++k) {
       out.slots[k].insert(out.slots[k].end(), all.slots[k].begin() + i * d,
                           all.slots[k].begin() + (i + 1) * d);
@@ -127,7 +128,8 @@ absl::Status RestoreTargets::ReadDense(const std::string& path, const DenseSlice
                    : absl::StrCat(", is restored with shape ", ShapeString(l.full_shape))));
   }
   for (DenseTarget& t : l.dense) {
-    RETURN_IF_ERROR(CheckOptimizer(slice.name(), slice.optimizer_type(), slice.slots_size(), *t.var));
+    RETURN_IF_ERROR(
+        CheckOptimizer(slice.name(), slice.optimizer_type(), slice.slots_size(), *t.var));
   }
   l.saved = true;
   l.updates = std::max(l.updates, slice.updates());
@@ -171,7 +173,8 @@ absl::Status RestoreTargets::ReadTable(const std::string& path, const HashTableC
           absl::StrCat("restore: hash table '", chunk.name(), "' was saved with rows of ", dim,
                        " and is restored with rows of ", t.var->row_width));
     }
-    RETURN_IF_ERROR(CheckOptimizer(chunk.name(), chunk.optimizer_type(), chunk.slots_size(), *t.var));
+    RETURN_IF_ERROR(
+        CheckOptimizer(chunk.name(), chunk.optimizer_type(), chunk.slots_size(), *t.var));
   }
   l.saved = true;
   l.updates = std::max(l.updates, chunk.updates());
@@ -196,7 +199,7 @@ absl::Status RestoreTargets::ReadTable(const std::string& path, const HashTableC
   return absl::OkStatus();
 }
 
-absl::Status RestoreTargets::ReadFile(const std::string& path, SavedKeys* saved) {
+absl::Status RestoreTargets::ReadFile(const std::string& path, SavedLedgers* saved) {
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFileReader> reader, CheckpointFileReader::Open(path));
   std::string bytes;
   ASSIGN_OR_RETURN(bool more, reader->Next(&bytes));
@@ -223,17 +226,12 @@ absl::Status RestoreTargets::ReadFile(const std::string& path, SavedKeys* saved)
       case CheckpointDataRecord::kHashTable:
         RETURN_IF_ERROR(ReadTable(path, record.hash_table()));
         break;
-      case CheckpointDataRecord::kAppliedKeys: {
-        const AppliedKeys& k = record.applied_keys();
-        if (k.closure_ids_size() != k.steps_size()) {
-          return DataLoss(path, "applied keys: closure_ids and steps differ in length");
+      case CheckpointDataRecord::kAppliedKeys:
+        if (absl::Status s = saved->Add(header.ps_index(), record.applied_keys()); !s.ok()) {
+          return DataLoss(path, absl::StrCat("applied keys: ", s.message()));
         }
-        for (int i = 0; i < k.steps_size(); ++i) saved->keys.emplace(k.closure_ids(i), k.steps(i));
-        saved->retired_below = std::max(saved->retired_below, k.retired_below());
-        saved->counters_by_ps[header.ps_index()] = {k.applied_steps(), k.duplicate_steps()};
         keys_seen = true;
         break;
-      }
       default:
         return DataLoss(path, absl::StrCat("record ", index, " is empty or of an unknown kind"));
     }

@@ -19,26 +19,15 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "protos/checkpoint_data.pb.h"
+#include "ps/core/applied_update_ledger.h"
 #include "ps/core/hash_table.h"
 #include "ps/core/variable_store_internal.h"
 
 namespace pscluster {
 namespace variable_store_internal {
-
-// What the files' AppliedKeys records say, merged over every file read.
-struct SavedKeys {
-  // The union of the files' applied keys.
-  absl::flat_hash_set<std::pair<int64_t, int64_t>> keys;
-  // The highest pruning watermark (AppliedKeys.retired_below).
-  int64_t retired_below = 0;
-  // Each file's step counters (applied, duplicate) by the index of the PS
-  // that saved it (CheckpointDataHeader.ps_index).
-  absl::flat_hash_map<int, std::pair<int64_t, int64_t>> counters_by_ps;
-};
 
 class RestoreTargets {
  public:
@@ -53,11 +42,12 @@ class RestoreTargets {
 
   // Reads one data file (verified before: size and checksum) into the
   // targets and its AppliedKeys record into *saved.
-  // DATA_LOSS naming the file: a malformed or inconsistent record, no header,
-  //   or no final applied-keys record.
+  // DATA_LOSS naming the file: a malformed or inconsistent record (an
+  //   applied-keys record SavedLedgers::Add refuses), no header, or no final
+  //   applied-keys record.
   // FAILED_PRECONDITION: another format version; a saved variable whose
   //   kind, shape, row width or optimizer differs from its target's.
-  absl::Status ReadFile(const std::string& path, SavedKeys* saved);
+  absl::Status ReadFile(const std::string& path, SavedLedgers* saved);
 
   // After every file: checks that every target was found and fully covered,
   // loads the hash tables (evicting rows past max_rows by policy), sets the

@@ -11,27 +11,20 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/initializer.h"
-#include "common/row_ids.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "ps/core/hash_table.h"
 #include "ps/core/memory_budget.h"
 #include "ps/core/optimizer.h"
-#include "ps/core/optimizer_kernels.h"
+#include "ps/core/push_validation.h"
 #include "ps/core/variable_spec.h"
 #include "ps/core/variable_store_internal.h"
 
 namespace pscluster {
 
-// A lookup or sparse gradient, checked.
-struct VariableStore::RowRequest {
-  Variable* var = nullptr;
-  std::vector<uint64_t> ids;  // as sent
-  std::vector<int64_t> rows;  // DENSE: the ids as row numbers
-};
+using variable_store_internal::RowRequest;
 
 struct VariableStore::CheckedPull {
   std::vector<Variable*> vars;
@@ -165,22 +158,12 @@ float* AllocateTensor(absl::Span<const int64_t> shape, TensorProto* out) {
   return reinterpret_cast<float*>(data->data());
 }
 
-// INVALID_ARGUMENT naming the job, the variable and the first NaN or Inf
-// among `values`, if there is one.
-absl::Status CheckFinite(absl::Span<const float> values, const std::string& job,
-                         const std::string& what) {
-  const int64_t bad = kernels::FirstNonFinite(values.data(), static_cast<int64_t>(values.size()));
-  if (bad < 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "job '", job, "': ", what, " holds a non-finite value (", values[bad], ") at element ", bad,
-      " of ", values.size(), "; the push is refused, nothing of it applied"));
-}
-
 }  // namespace
 
 VariableStore::VariableStore(Options options)
     : options_(std::move(options)),
-      incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1, std::numeric_limits<uint64_t>::max())) {
+      incarnation_(
+          absl::Uniform<uint64_t>(absl::BitGen(), 1, std::numeric_limits<uint64_t>::max())) {
   if (options_.registry) metrics_ = std::make_unique<Metrics>(*options_.registry);
 }
 
@@ -300,32 +283,6 @@ absl::Status VariableStore::CreateVariables(const CreateVariablesRequest& reques
   return absl::OkStatus();
 }
 
-absl::StatusOr<VariableStore::RowRequest> VariableStore::CheckRowRequest(const std::string& name,
-                                                                         const std::string& ids,
-                                                                         const char* what) {
-  RowRequest r;
-  ASSIGN_OR_RETURN(r.var, Find(name));
-  const Variable& var = *r.var;
-  if (var.row_width == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " of variable '", name, "': only a rank-2 DENSE variable or a HASH_TABLE has rows, '",
-        name, "' has shape ", ShapeString(var.shape)));
-  }
-  ASSIGN_OR_RETURN(r.ids, DecodeRowIds(ids, absl::StrCat(what, " of variable '", name, "'")));
-  if (var.is_table()) return r;
-  const int64_t rows = var.shape[0];
-  r.rows.reserve(r.ids.size());
-  for (uint64_t id : r.ids) {
-    const int64_t row = static_cast<int64_t>(id);
-    if (row < 0 || row >= rows) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("id ", row, " outside [0, ", rows, ") of variable '", name, "'"));
-    }
-    r.rows.push_back(row);
-  }
-  return r;
-}
-
 absl::Status VariableStore::Pull(const PullRequest& request, PullResponse* response) {
   absl::ReaderMutexLock state(&state_mu_);
   if (metrics_) metrics_->pull_requests.Increment();
@@ -351,7 +308,12 @@ absl::StatusOr<VariableStore::CheckedPull> VariableStore::CheckPull(const PullRe
   pull.lookups.reserve(request.lookups_size());
   int64_t elements = 0;
   for (const RowIds& lookup : request.lookups()) {
-    ASSIGN_OR_RETURN(RowRequest r, CheckRowRequest(lookup.name(), lookup.ids(), "lookup"));
+    ASSIGN_OR_RETURN(RowRequest r,
+                     variable_store_internal::CheckRowIds(
+                         [this](const std::string& name) ABSL_SHARED_LOCKS_REQUIRED(state_mu_) {
+                           return Find(name);
+                         },
+                         lookup.name(), lookup.ids(), "lookup"));
     // Bound the response before allocating it: n ids of a wide row can ask
     // for far more than one message may carry.
     elements += static_cast<int64_t>(r.ids.size()) * r.var->row_width;
@@ -404,89 +366,36 @@ void VariableStore::ReadPull(const CheckedPull& pull, PullResponse* response,
   if (metrics_) metrics_->bytes_pulled.Increment(static_cast<double>(bytes));
 }
 
-absl::Status VariableStore::CheckGradients(
-    const PushRequest& request, std::vector<std::pair<Variable*, absl::Span<const float>>>* updates,
-    std::vector<std::pair<RowRequest, absl::Span<const float>>>* sparse, int64_t* bytes) {
-  updates->reserve(request.gradients_size());
-  for (const NamedTensor& grad : request.gradients()) {
-    ASSIGN_OR_RETURN(Variable * var, Find(grad.name()));
-    if (var->is_table()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable '", grad.name(), "' is a HASH_TABLE: push its gradient by row (sparse)"));
-    }
-    ASSIGN_OR_RETURN(absl::Span<const float> values,
-                     TensorView(grad.tensor(), var->shape,
-                                absl::StrCat("gradient for variable '", grad.name(), "'")));
-    if (absl::Status s = CheckFinite(values, request.job(),
-                                     absl::StrCat("the gradient for variable '", grad.name(), "'"));
-        !s.ok()) {
-      if (metrics_) metrics_->rejected_non_finite.Increment();
-      return s;
-    }
-    updates->emplace_back(var, values);
-    *bytes += static_cast<int64_t>(grad.tensor().data().size());
-  }
-  sparse->reserve(request.sparse_size());
-  for (const SparseGradient& grad : request.sparse()) {
-    ASSIGN_OR_RETURN(RowRequest r, CheckRowRequest(grad.name(), grad.ids(), "sparse gradient"));
-    absl::flat_hash_set<uint64_t> seen;
-    seen.reserve(r.ids.size());
-    for (uint64_t id : r.ids) {
-      if (!seen.insert(id).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sparse gradient of variable '", grad.name(), "': id ",
-                         r.var->is_table() ? absl::StrCat(id) : absl::StrCat(int64_t(id)),
-                         " appears more than once (ids must be distinct)"));
-      }
-    }
-    const int64_t n = static_cast<int64_t>(r.ids.size());
-    ASSIGN_OR_RETURN(absl::Span<const float> rows,
-                     TensorView(grad.rows(), {n, r.var->row_width},
-                                absl::StrCat("gradient rows for variable '", grad.name(), "'")));
-    if (absl::Status s =
-            CheckFinite(rows, request.job(),
-                        absl::StrCat("the sparse gradient rows for variable '", grad.name(), "'"));
-        !s.ok()) {
-      if (metrics_) metrics_->rejected_non_finite.Increment();
-      return s;
-    }
-    *bytes += static_cast<int64_t>(grad.rows().data().size());
-    sparse->emplace_back(std::move(r), rows);
-  }
-  return absl::OkStatus();
+absl::StatusOr<VariableStore::CheckedPush> VariableStore::CheckGradients(
+    const PushRequest& request) {
+  bool non_finite = false;
+  absl::StatusOr<CheckedPush> checked = variable_store_internal::CheckGradients(
+      request,
+      [this](const std::string& name) ABSL_SHARED_LOCKS_REQUIRED(state_mu_) { return Find(name); },
+      &non_finite);
+  if (non_finite && metrics_) metrics_->rejected_non_finite.Increment();
+  return checked;
 }
 
 absl::Status VariableStore::CheckPush(const PushRequest& request) {
   absl::ReaderMutexLock state(&state_mu_);
-  std::vector<std::pair<Variable*, absl::Span<const float>>> updates;
-  std::vector<std::pair<RowRequest, absl::Span<const float>>> sparse;
-  int64_t bytes = 0;
-  return CheckGradients(request, &updates, &sparse, &bytes);
+  return CheckGradients(request).status();
 }
 
 void VariableStore::CountDuplicate() {
-  duplicate_steps_.fetch_add(1, std::memory_order_relaxed);
+  ledger_.CountDuplicate();
   if (metrics_) metrics_->duplicate_steps.Increment();
 }
 
 bool VariableStore::KeyApplied(int64_t closure_id, int64_t step) {
-  absl::MutexLock lock(&applied_mu_);
-  return closure_id < retired_below_ || applied_keys_.contains({closure_id, step});
+  return ledger_.Contains(closure_id, step);
 }
 
 absl::Status VariableStore::Push(const PushRequest& request, PushResponse* response) {
   if (metrics_) metrics_->push_requests.Increment();
   absl::ReaderMutexLock state(&state_mu_);
-  if (request.has_update() && request.update().step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update key of closure ", request.update().closure_id(), ": step ",
-                     request.update().step(), " is negative"));
-  }
-  if (request.has_update() && request.update().has_global_step() &&
-      request.update().global_step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update key of closure ", request.update().closure_id(), ": global_step ",
-                     request.update().global_step(), " is negative"));
+  if (request.has_update()) {
+    RETURN_IF_ERROR(variable_store_internal::CheckUpdateKey(request.update()));
   }
   // The job's step this push belongs to, for learning-rate schedules; -1:
   // none given (the configured rate).
@@ -494,13 +403,10 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
                                   ? request.update().global_step()
                                   : -1;
   // Check every gradient before applying any.
-  std::vector<std::pair<Variable*, absl::Span<const float>>> updates;
-  std::vector<std::pair<RowRequest, absl::Span<const float>>> sparse;
-  int64_t bytes = 0;
-  RETURN_IF_ERROR(CheckGradients(request, &updates, &sparse, &bytes));
+  ASSIGN_OR_RETURN(CheckedPush grads, CheckGradients(request));
   // Room for the hash-table rows this push (and its fused pull) may create.
   RowReservation new_rows(this);
-  for (const auto& [r, grad] : sparse) {
+  for (const auto& [r, grad] : grads.sparse) {
     if (!r.var->is_table()) continue;
     if (absl::Status s =
             new_rows.Add(*r.var->table, r.ids, absl::StrCat("job '", request.job(), "': a push"));
@@ -525,32 +431,23 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
   // Everything is valid, so the apply below cannot fail: claim the key now.
   // The state lock keeps Save from seeing a claimed key before its apply.
   if (request.has_update()) {
-    bool first;
-    {
-      absl::MutexLock lock(&applied_mu_);
-      // A closure below the pruning watermark finished before a committed
-      // checkpoint: its keys were forgotten, and any push of it is a repeat.
-      first = request.update().closure_id() >= retired_below_ &&
-              applied_keys_.emplace(request.update().closure_id(), request.update().step()).second;
-    }
-    if (!first) {
+    // False also for a closure below the pruning watermark.
+    if (!ledger_.Claim(request.update().closure_id(), request.update().step())) {
       response->set_duplicate(true);
-      duplicate_steps_.fetch_add(1, std::memory_order_relaxed);
       if (metrics_) metrics_->duplicate_steps.Increment();
       if (pull.has_value()) ReadPull(*pull, response->mutable_pulled(), &new_rows);
       return absl::OkStatus();
     }
-    applied_steps_.fetch_add(1, std::memory_order_relaxed);
     if (metrics_) metrics_->applied_steps.Increment();
   }
 
-  for (auto& [var, grad] : updates) {
+  for (auto& [var, grad] : grads.dense) {
     absl::MutexLock lock(&var->mu);
     ++var->updates;
     var->optimizer->ApplyAt(global_step, var->updates, grad, absl::MakeSpan(var->values),
                             &var->slots);
   }
-  for (auto& [r, grad] : sparse) {
+  for (auto& [r, grad] : grads.sparse) {
     Variable* var = r.var;
     absl::MutexLock lock(&var->mu);
     const int64_t step = ++var->updates;
@@ -563,11 +460,11 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     var->optimizer->ApplyRowsAt(global_step, step, var->row_width, r.rows, grad,
                                 var->values.data(), slots);
   }
-  const int64_t applied = static_cast<int64_t>(updates.size() + sparse.size());
+  const int64_t applied = static_cast<int64_t>(grads.dense.size() + grads.sparse.size());
   applied_updates_.fetch_add(applied, std::memory_order_relaxed);
   if (metrics_) {
     metrics_->applied_updates.Increment(static_cast<double>(applied));
-    metrics_->bytes_pushed.Increment(static_cast<double>(bytes));
+    metrics_->bytes_pushed.Increment(static_cast<double>(grads.bytes));
   }
   if (pull.has_value()) ReadPull(*pull, response->mutable_pulled(), &new_rows);
   return absl::OkStatus();
@@ -576,19 +473,9 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
 absl::Status VariableStore::PruneKeys(const PruneKeysRequest& request,
                                       PruneKeysResponse* response) {
   absl::ReaderMutexLock state(&state_mu_);
-  absl::MutexLock lock(&applied_mu_);
-  const int64_t before = static_cast<int64_t>(applied_keys_.size());
-  if (request.below_closure_id() > retired_below_) {
-    retired_below_ = request.below_closure_id();
-    const int64_t below = retired_below_;
-    absl::erase_if(applied_keys_, [below](const std::pair<int64_t, int64_t>& key) {
-      return key.first < below;
-    });
-    // erase_if leaves the table's capacity; rehash(0) shrinks it to fit.
-    applied_keys_.rehash(0);
-  }
-  response->set_remaining(static_cast<int64_t>(applied_keys_.size()));
-  response->set_pruned(before - response->remaining());
+  const AppliedUpdateLedger::Pruned pruned = ledger_.RetireBelow(request.below_closure_id());
+  response->set_remaining(pruned.remaining);
+  response->set_pruned(pruned.pruned);
   return absl::OkStatus();
 }
 
@@ -627,10 +514,10 @@ absl::Status VariableStore::Stats(const StatsRequest& /*request*/, StatsResponse
   }
   response->set_applied_updates(applied_updates_.load(std::memory_order_relaxed));
   response->set_incarnation(incarnation_);
-  response->set_applied_steps(applied_steps_.load(std::memory_order_relaxed));
-  response->set_duplicate_steps(duplicate_steps_.load(std::memory_order_relaxed));
-  absl::MutexLock lock(&applied_mu_);
-  response->set_held_keys(static_cast<int64_t>(applied_keys_.size()));
+  const AppliedUpdateLedger::Counts counts = ledger_.GetCounts();
+  response->set_applied_steps(counts.applied_steps);
+  response->set_duplicate_steps(counts.duplicate_steps);
+  response->set_held_keys(counts.held_keys);
   return absl::OkStatus();
 }
 

@@ -11,9 +11,11 @@
 //
 // Exactly-once updates: a push carrying an UpdateKey (closure_id, step) is
 // applied at most once; a repeat is acknowledged with duplicate = true and
-// changes nothing. The set of applied keys is part of the state a checkpoint
-// saves and a restore loads, so after a rollback the steps past the
-// checkpoint apply again.
+// changes nothing. The set of applied keys (AppliedUpdateLedger,
+// applied_update_ledger.h) is part of the state a checkpoint saves and a
+// restore loads, so after a rollback the steps past the checkpoint apply
+// again. Every push is checked whole before anything of it is applied
+// (push_validation.h).
 //
 // Checkpoints (docs/checkpoint_format.md): Save writes every variable as
 // slices of its logical variable (a shard knows its slice from
@@ -30,7 +32,8 @@
 // variable has its own mutex, so pushes to different variables run in
 // parallel and a pull copies each variable under its lock. A hash table
 // additionally locks itself, as a lookup may create and evict rows. Lock
-// order: state_mu_, map_mu_ or applied_mu_, a variable's mu, its table's.
+// order: state_mu_, map_mu_, a variable's mu, its table's. The ledger of
+// applied keys locks itself, and is called holding state_mu_ or no lock.
 //
 // Thread-safe.
 #ifndef PSCLUSTER_PS_CORE_VARIABLE_STORE_H_
@@ -44,12 +47,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "protos/ps.pb.h"
+#include "ps/core/applied_update_ledger.h"
 
 namespace prometheus {
 class Counter;
@@ -60,7 +63,8 @@ namespace pscluster {
 class MemoryBudget;  // memory_budget.h
 
 namespace variable_store_internal {
-struct Variable;  // variable_store_internal.h
+struct Variable;     // variable_store_internal.h
+struct CheckedPush;  // push_validation.h
 }  // namespace variable_store_internal
 
 class VariableStore {
@@ -204,13 +208,13 @@ class VariableStore {
 
  private:
   using Variable = variable_store_internal::Variable;
+  using CheckedPush = variable_store_internal::CheckedPush;
 
   // The file of checkpoint name `name` under options_.checkpoint_root
   // (ResolveCheckpointName: FAILED_PRECONDITION or INVALID_ARGUMENT), which
   // must be a data file ("*.data": INVALID_ARGUMENT otherwise).
   absl::StatusOr<std::string> CheckpointPath(const std::string& name) const;
   struct Metrics;
-  struct RowRequest;
   struct CheckedPull;
   class RowReservation;
   using VariableMap = absl::flat_hash_map<std::string, std::unique_ptr<Variable>>;
@@ -224,19 +228,10 @@ class VariableStore {
   // of the non-null entries of `vars`. Errors from HashTable::Create.
   absl::Status InitializeVariables(std::vector<std::unique_ptr<Variable>>& vars);
 
-  // Finds the variable of a lookup or sparse gradient and decodes its ids.
-  // NOT_FOUND or INVALID_ARGUMENT as Pull and Push describe.
-  absl::StatusOr<RowRequest> CheckRowRequest(const std::string& name, const std::string& ids,
-                                             const char* what)
-      ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
-
-  // Push's checks of every gradient and sparse gradient (nothing applied):
-  // resolves their variables into `updates` and `sparse` and adds their
-  // bytes to `bytes`.
-  absl::Status CheckGradients(
-      const PushRequest& request,
-      std::vector<std::pair<Variable*, absl::Span<const float>>>* updates,
-      std::vector<std::pair<RowRequest, absl::Span<const float>>>* sparse, int64_t* bytes)
+  // Push's checks of every gradient and sparse gradient against this
+  // store's variables (push_validation.h; nothing applied), counting a
+  // refusal for a non-finite value.
+  absl::StatusOr<CheckedPush> CheckGradients(const PushRequest& request)
       ABSL_SHARED_LOCKS_REQUIRED(state_mu_) ABSL_LOCKS_EXCLUDED(map_mu_);
 
   // Pull's checks: every named variable and lookup resolved, the bytes of
@@ -262,24 +257,21 @@ class VariableStore {
 
   // Shared by every call, exclusive in Save and Restore. Variable pointers
   // taken under it stay valid until it is released.
-  absl::Mutex state_mu_ ABSL_ACQUIRED_BEFORE(map_mu_, applied_mu_);
+  absl::Mutex state_mu_ ABSL_ACQUIRED_BEFORE(map_mu_);
 
   absl::Mutex map_mu_;
   VariableMap variables_ ABSL_GUARDED_BY(map_mu_);
 
-  // (closure_id, step) of every keyed push applied (or being applied).
-  absl::Mutex applied_mu_;
-  absl::flat_hash_set<std::pair<int64_t, int64_t>> applied_keys_ ABSL_GUARDED_BY(applied_mu_);
-  // Closures below this id are retired (PruneKeys): their keys are gone and
-  // their pushes are duplicates.
-  int64_t retired_below_ ABSL_GUARDED_BY(applied_mu_) = 0;
+  // (closure_id, step) of every keyed push applied (or being applied), the
+  // pruning watermark and the applied / duplicate step counts. Locks itself;
+  // a push claims its key under state_mu_ (shared), so Save and Restore
+  // (exclusive) never see a key claimed but not yet applied.
+  AppliedUpdateLedger ledger_;
 
   std::atomic<int64_t> applied_updates_{0};
   // Random per store (per PS process): tells a restarted PS from one that
   // kept its state (StatsResponse.incarnation).
   const uint64_t incarnation_;
-  std::atomic<int64_t> applied_steps_{0};
-  std::atomic<int64_t> duplicate_steps_{0};
 };
 
 }  // namespace pscluster

@@ -17,6 +17,7 @@
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "protos/checkpoint_data.pb.h"
+#include "ps/core/applied_update_ledger.h"
 #include "ps/core/checkpoint_restore.h"
 #include "ps/core/memory_budget.h"
 #include "ps/core/row_initializer.h"
@@ -50,8 +51,10 @@ absl::Status SaveDense(const Variable& var, int64_t updates,
   const Shape full = shard ? Shape(var.spec.full_shape().begin(), var.spec.full_shape().end())
                            : var.shape;
   const int64_t rows = var.shape.empty() ? 1 : var.shape[0];
-  const int64_t row_elements = var.shape.empty() ? 1 : NumElements(var.shape) / std::max<int64_t>(rows, 1);
-  const int64_t row_bytes = std::max<int64_t>(1, row_elements * 4 * (1 + static_cast<int64_t>(slots.size())));
+  const int64_t row_elements =
+      var.shape.empty() ? 1 : NumElements(var.shape) / std::max<int64_t>(rows, 1);
+  const int64_t row_bytes =
+      std::max<int64_t>(1, row_elements * 4 * (1 + static_cast<int64_t>(slots.size())));
   const int64_t chunk_rows = std::max<int64_t>(1, kChunkBytes / row_bytes);
   int64_t first = 0;
   do {
@@ -145,19 +148,7 @@ absl::Status VariableStore::Save(const SaveRequest& request, SaveResponse* respo
   }
 
   CheckpointDataRecord keys;
-  {
-    absl::MutexLock lock(&applied_mu_);
-    std::vector<std::pair<int64_t, int64_t>> sorted(applied_keys_.begin(), applied_keys_.end());
-    std::sort(sorted.begin(), sorted.end());
-    AppliedKeys* out = keys.mutable_applied_keys();
-    out->set_retired_below(retired_below_);
-    out->set_applied_steps(applied_steps_.load(std::memory_order_relaxed));
-    out->set_duplicate_steps(duplicate_steps_.load(std::memory_order_relaxed));
-    for (const auto& [closure, step] : sorted) {
-      out->add_closure_ids(closure);
-      out->add_steps(step);
-    }
-  }
+  *keys.mutable_applied_keys() = ledger_.ToProto();
   RETURN_IF_ERROR(AppendRecord(*writer, keys));
   ASSIGN_OR_RETURN(CheckpointFile file, writer->Commit());
   response->set_name(request.name());
@@ -200,20 +191,11 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
   for (int i = 0; i < request.files_size(); ++i) {
     RETURN_IF_ERROR(VerifyCheckpointFile(paths[i], request.files(i)));
   }
-  variable_store_internal::SavedKeys saved;
+  SavedLedgers saved;
   for (const std::string& path : paths) RETURN_IF_ERROR(targets.ReadFile(path, &saved));
-  // The step counters: those of the file this PS index saved (the same
-  // layout restored), else the highest of any file (every step reaches
-  // every PS that holds a dense variable, so their counts agree).
-  std::pair<int64_t, int64_t> counters{0, 0};
-  if (auto it = saved.counters_by_ps.find(request.ps_index()); it != saved.counters_by_ps.end()) {
-    counters = it->second;
-  } else {
-    for (const auto& [ps, c] : saved.counters_by_ps) {
-      counters.first = std::max(counters.first, c.first);
-      counters.second = std::max(counters.second, c.second);
-    }
-  }
+  // Keys: the union of the files'; step counters: those of the file this PS
+  // index saved, else the highest (SavedLedgers::Merged).
+  AppliedUpdateLedger::State ledger = std::move(saved).Merged(request.ps_index());
   ASSIGN_OR_RETURN(const int64_t rows, targets.Finish());
   if (reservation.counted()) {
     int64_t table_rows = 0, bytes = 0;
@@ -241,11 +223,7 @@ absl::Status VariableStore::Restore(const RestoreRequest& request, RestoreRespon
       absl::MutexLock lock(&map_mu_);
       variables_.swap(map);
     }
-    absl::MutexLock lock(&applied_mu_);
-    applied_keys_.swap(saved.keys);
-    retired_below_ = saved.retired_below;
-    applied_steps_ = counters.first;
-    duplicate_steps_ = counters.second;
+    ledger_.Replace(std::move(ledger));
     // The new state is charged to this store; the old one's bytes go back
     // (the reservation releases them).
     if (reservation.counted()) {

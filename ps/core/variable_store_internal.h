@@ -1,6 +1,7 @@
 // Internals of VariableStore shared by its implementation files
 // (variable_store.cc: create, pull, push, stats; variable_store_checkpoint.cc:
-// save and restore). Not part of the store's API; include only from those.
+// save and restore) and its parts (push_validation.h, checkpoint_restore.h).
+// Not part of the store's API; include only from those.
 #ifndef PSCLUSTER_PS_CORE_VARIABLE_STORE_INTERNAL_H_
 #define PSCLUSTER_PS_CORE_VARIABLE_STORE_INTERNAL_H_
 
@@ -14,7 +15,6 @@
 #include "protos/ps.pb.h"
 #include "ps/core/hash_table.h"
 #include "ps/core/optimizer.h"
-#include "ps/core/variable_store.h"
 
 namespace pscluster {
 namespace variable_store_internal {
