@@ -15,15 +15,14 @@
 // variables between this step's pull and push.
 //
 // Thread-safe: several closures may run at once; each borrows its own
-// backend and scratch buffers from a pool.
+// backend and scratch buffers from a pool (device_pool.h).
 #ifndef PSCLUSTER_WORKER_CORE_TRAINER_H_
 #define PSCLUSTER_WORKER_CORE_TRAINER_H_
 
-#include <functional>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -33,8 +32,8 @@
 #include "common/ps_client.h"
 #include "common/tensor.h"
 #include "protos/worker.pb.h"
-#include "worker/core/backend.h"
 #include "worker/core/dataset.h"
+#include "worker/core/device_pool.h"
 #include "worker/core/model.h"
 #include "worker/core/param_router.h"
 
@@ -83,43 +82,10 @@ class Trainer {
   int64_t eval_examples() const { return eval_.count; }
 
  private:
-  // One replica of a worker with several devices (JobSpec::devices): its
-  // backend, scratch, slice of the step's batch and gradients.
-  struct DeviceSlot {
-    std::unique_ptr<Backend> backend;
-    ModelScratch scratch;
-    ModelBatch batch;
-    std::vector<Tensor> grads;
-    std::vector<Tensor> row_grads;
-    StepResult result;
-  };
-  // Threads that run devices 1..n-1 of a step (device 0 runs on the
-  // closure's own thread), started once per context, not per step.
-  class DeviceThreads {
-   public:
-    explicit DeviceThreads(int threads);
-    ~DeviceThreads();
-    // Runs fn(0) here and fn(1) .. fn(n - 1) on the threads; returns when
-    // all are done. REQUIRES: 1 <= n <= threads + 1.
-    void Run(int n, const std::function<void(int)>& fn) ABSL_LOCKS_EXCLUDED(mu_);
-
-   private:
-    void Loop(int index) ABSL_LOCKS_EXCLUDED(mu_);
-    absl::Mutex mu_;
-    const std::function<void(int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
-    int n_ ABSL_GUARDED_BY(mu_) = 0;
-    int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-    int pending_ ABSL_GUARDED_BY(mu_) = 0;
-    bool stop_ ABSL_GUARDED_BY(mu_) = false;
-    std::vector<std::thread> threads_;
-  };
-  // What one running closure owns.
-  struct Context {
-    // devices > 1: one slot per device, and the threads of devices 1..
-    std::vector<std::unique_ptr<DeviceSlot>> devices;
-    std::unique_ptr<DeviceThreads> device_threads;
-    std::unique_ptr<Backend> backend;
-    ModelScratch scratch;
+  // A closure's step buffers, lent with its devices by the DevicePool and
+  // reused by the next closure (their allocations, and the bytes ReadPull and
+  // BuildPush swap with the requests and answers, are kept).
+  struct StepBuffers {
     std::vector<Tensor> params;
     std::vector<Tensor> grads;
     ModelBatch batch;
@@ -133,34 +99,59 @@ class Trainer {
     std::vector<Tensor> rows;       // per feature [unique, dim]
     std::vector<Tensor> row_grads;  // per feature [unique, dim]
   };
+  using Pool = DevicePool<StepBuffers>;
+  // What the steps of one running closure share (trainer.cc).
+  struct ClosureRun;
 
   Trainer() = default;
-  absl::StatusOr<std::unique_ptr<Context>> AcquireContext();
-  void ReleaseContext(std::unique_ptr<Context> ctx);
+
+  // RunClosure's pipeline: StartClosure, then RunSteps, each step
+  // GatherAndPull (unless the previous push brought its pull), then
+  // TrainAndPush or Evaluate.
+  //
+  // Checks the request's split and replica (INVALID_ARGUMENT) and borrows a
+  // workspace from the pool (its errors as DevicePool::Acquire).
+  absl::StatusOr<ClosureRun> StartClosure(const RunClosureRequest& request);
+  // Runs the closure's steps in order, adding each to `response`; stops at
+  // the first error.
+  absl::Status RunSteps(ClosureRun* run, RunClosureResponse* response);
+  // Gathers the examples of the step [begin, end) (this replica's slice),
+  // plans its pull and pulls.
+  absl::Status GatherAndPull(ClosureRun* run, int64_t begin, int64_t end);
+  // Trains the gathered step [begin, end) and pushes its gradients, with
+  // the next step's pull when it could be planned (PlanNextStep).
+  absl::Status TrainAndPush(ClosureRun* run, int64_t begin, int64_t end, StepResult* step);
+  // Gathers and plans the step after the one ending at `end`, if the split
+  // has one: run->pulled_with_push says whether its pull can ride on this
+  // step's push, run->next_plan holds a failed plan.
+  void PlanNextStep(ClosureRun* run, int64_t end) const;
+  // Evaluates the gathered step [begin, end).
+  absl::Status Evaluate(ClosureRun* run, int64_t begin, int64_t end, StepResult* step) const;
+
   // One pull per PS for the planned step, then the rows and (if planned)
-  // dense variables into ctx->rows / ctx->params.
-  absl::Status Pull(Context* ctx, const RunClosureRequest& closure);
+  // dense variables into buffers->rows / buffers->params.
+  absl::Status Pull(StepBuffers* buffers, const RunClosureRequest& closure);
   // One push per PS with the step's gradients (built by the caller with
   // BuildPush), keyed (closure's id, step_index) with the closure's lease and
   // the step's `global_step` (for learning-rate schedules). If
-  // `with_next_pull`, each push also carries ctx->step.pull (the next step's,
-  // already planned), and its answers are read into ctx->params / ctx->rows
-  // as Pull does.
+  // `with_next_pull`, each push also carries buffers->step.pull (the next
+  // step's, already planned), and its answers are read into buffers->params /
+  // buffers->rows as Pull does.
   // `sync_examples` >= 0: the push is the closure's replica's share of a
   // synchronous step over that many examples (UpdateKey.sync), sent to
   // every PS holding a variable of the job.
-  absl::Status Push(Context* ctx, const RunClosureRequest& closure, int64_t step_index,
+  absl::Status Push(StepBuffers* buffers, const RunClosureRequest& closure, int64_t step_index,
                     int64_t global_step, bool with_next_pull, int64_t sync_examples = -1);
-  // Forward and backward of the step in ctx->batch into ctx->grads and
-  // ctx->row_grads: on the context's backend, or with devices > 1 split
+  // Forward and backward of the step in buffers->batch into buffers->grads
+  // and buffers->row_grads: on devices->backend, or with devices > 1 split
   // into per_replica_batch slices trained on one thread and backend each,
   // their gradients averaged weighted by examples (the one-device step over
   // the whole batch, up to rounding).
-  void TrainStep(Context* ctx, StepResult* step) const;
-  // Copies examples order[begin, end) into the context's batch buffers and
-  // dedupes each feature's ids.
+  void TrainStep(Devices* devices, StepBuffers* buffers, StepResult* step) const;
+  // Copies examples order[begin, end) into the batch buffers and dedupes
+  // each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,
-              Context* ctx) const;
+              StepBuffers* buffers) const;
   // The training order of `epoch`, computed once and cached for recent epochs.
   std::shared_ptr<const std::vector<int64_t>> Order(int64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -175,9 +166,10 @@ class Trainer {
   // By PS index: the placement gives it at least one variable.
   std::vector<bool> ps_holds_variables_;
   std::string backend_name_;
+  // Lends each running closure its devices and step buffers.
+  std::unique_ptr<Pool> pool_;
 
   absl::Mutex mu_;
-  std::vector<std::unique_ptr<Context>> free_contexts_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_ ABSL_GUARDED_BY(mu_);
 };
 
