@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "common/job_spec.h"
 #include "coordinator/core/worker_client.h"
 #include "worker/core/worker_state.h"
 
@@ -16,13 +17,17 @@ namespace pscluster {
 class InProcessWorkerClient final : public WorkerClient {
  public:
   // `state` is not owned and must outlive the client; `address` names the
-  // worker in messages.
-  explicit InProcessWorkerClient(WorkerState* state, std::string address = "in-process")
-      : state_(state), address_(std::move(address)) {}
+  // worker in messages. `spec`, when given (not owned, outliving the
+  // client), is the job's spec as this process parsed and resolved it: the
+  // worker sets the job up from it instead of parsing its YAML again
+  // (WorkerState::SetupJob).
+  explicit InProcessWorkerClient(WorkerState* state, std::string address = "in-process",
+                                 const JobSpec* spec = nullptr)
+      : state_(state), address_(std::move(address)), spec_(spec) {}
 
   std::string address() const override { return address_; }
   absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response) override {
-    return state_->SetupJob(request, response);
+    return state_->SetupJob(request, response, spec_);
   }
   // The timeout does not apply: the closure runs on the caller's thread.
   absl::Status RunClosure(const RunClosureRequest& request, absl::Duration /*timeout*/,
@@ -40,6 +45,7 @@ class InProcessWorkerClient final : public WorkerClient {
  private:
   WorkerState* const state_;
   const std::string address_;
+  const JobSpec* const spec_;
 };
 
 }  // namespace pscluster

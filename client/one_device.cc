@@ -62,7 +62,7 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
   InProcessPsClient ps(&store);
   WorkerState worker_state(
       [&store](const std::string&) { return std::make_unique<InProcessPsClient>(&store); });
-  InProcessWorkerClient worker(&worker_state);
+  InProcessWorkerClient worker(&worker_state, "in-process", &spec);
   runner_options.ps_addresses = {"in-process"};
   JobRunner runner(absl::StrCat(spec.name, "-1"), spec, {&ps}, {&worker}, runner_options);
 
@@ -84,8 +84,8 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
   ProgressPrinter printer(progress_out,
                           !json && isatty(fileno(stdout)) ? ProgressPrinter::Mode::kBar
                                                           : ProgressPrinter::Mode::kLines);
-  const absl::Time deadline =
-      options.timeout_s > 0 ? absl::Now() + absl::Seconds(options.timeout_s) : absl::InfiniteFuture();
+  const absl::Time deadline = options.timeout_s > 0 ? absl::Now() + absl::Seconds(options.timeout_s)
+                                                    : absl::InfiniteFuture();
   JobStatusProto status;
   int64_t seen = -1;
   while (true) {

@@ -1,9 +1,9 @@
 // Sync equivalence: strategy central_storage with R replicas (workers x
 // devices) and mirrored with R devices, global batch B, train the same
-// weights as one_device with batch B on the same data order. The real cores — JobRunner, WorkerState/Trainer (CPU backend),
-// JobStores with SyncSteps — wired in process, on Fashion-MNIST; after 51
-// SGD steps (the last a short batch: a replica's slice may be empty) every
-// variable must match to a relative error of 1e-5.
+// weights as one_device with batch B on the same data order. The real cores — JobRunner,
+// WorkerState/Trainer (CPU backend), JobStores with SyncSteps — wired in process, on Fashion-MNIST;
+// after 51 SGD steps (the last a short batch: a replica's slice may be empty) every variable must
+// match to a relative error of 1e-5.
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -94,6 +94,10 @@ Trained Train(const std::string& yaml, int workers, int num_ps) {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "equivalence.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   if (!spec.ok()) return out;
+  // Resolved for the cluster once, as JobManager resolves a submitted job.
+  absl::Status resolved = ResolveReplicas(ReplicasFor(*spec, workers), &*spec);
+  EXPECT_TRUE(resolved.ok()) << resolved;
+  if (!resolved.ok()) return out;
   // One device runs one closure at a time (as psctl local does).
   if (spec->strategy == Strategy::kOneDevice || spec->strategy == Strategy::kMirrored) {
     spec->train.closures_per_worker = 1;
@@ -127,7 +131,7 @@ Trained Train(const std::string& yaml, int workers, int num_ps) {
   for (int w = 0; w < workers; ++w) {
     states.push_back(std::make_unique<WorkerState>(factory));
     clients.push_back(
-        std::make_unique<InProcessWorkerClient>(states.back().get(), absl::StrCat("w", w)));
+        std::make_unique<InProcessWorkerClient>(states.back().get(), absl::StrCat("w", w), &*spec));
     worker_ptrs.push_back(clients.back().get());
     options.worker_addresses.push_back(absl::StrCat("w", w));
     if (!mirrored) continue;

@@ -7,10 +7,8 @@
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/lr_schedule.h"
 #include "common/metrics.h"
@@ -18,7 +16,6 @@
 #include "common/control_auth.h"
 #include "common/status_macros.h"
 #include "common/update_lease.h"
-#include "coordinator/core/closure_dispatch.h"
 #include "coordinator/core/cluster_health.h"
 #include "coordinator/core/worker_copies_ps_client.h"
 #include "coordinator/core/signing_ps_client.h"
@@ -27,18 +24,6 @@ namespace pscluster {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// `spec` resolved for the replicas of `workers` workers (common/job_spec.h)
-// unless it already is; left unresolved (replicas 0) if it cannot be, which
-// Run reports.
-JobSpec Resolved(JobSpec spec, size_t workers) {
-  if (spec.replicas > 0) return spec;
-  JobSpec resolved = spec;
-  if (ResolveReplicas(ReplicasFor(spec, static_cast<int64_t>(workers)), &resolved).ok()) {
-    return resolved;
-  }
-  return spec;
-}
 
 int64_t StepsFor(int64_t size, int64_t closure_examples, int64_t batch) {
   const int64_t full = size / closure_examples;
@@ -57,16 +42,34 @@ std::vector<PsClient*> Signing(std::vector<PsClient*> ps, const std::string& sec
   return out;
 }
 
-}  // namespace
-
-int64_t ClosureId(ClosureMode mode, int64_t epoch, int64_t split) {
-  return (mode == EVAL ? (int64_t{1} << 62) : 0) | (epoch << 32) | split;
+// The status of a job just submitted.
+JobStatusProto QueuedStatus(const std::string& job_id, const JobSpec& spec, absl::Time now) {
+  JobStatusProto status;
+  status.set_job_id(job_id);
+  status.set_name(spec.name);
+  status.set_state(QUEUED);
+  status.set_total_epochs(spec.train.epochs);
+  status.set_per_replica_batch(spec.data.per_replica_batch);
+  status.set_global_batch(spec.data.global_batch);
+  status.set_replicas(spec.replicas);
+  status.set_strategy(StrategyName(spec.strategy));
+  status.set_learning_rate(DescribeLearningRate(spec.optimizer));
+  status.set_submitted_unix_s(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
+  return status;
 }
+
+std::vector<std::string> Addresses(const std::vector<WorkerClient*>& workers) {
+  std::vector<std::string> out;
+  for (WorkerClient* w : workers) out.push_back(w->address());
+  return out;
+}
+
+}  // namespace
 
 JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps,
                      std::vector<WorkerClient*> workers, JobRunnerOptions options)
     : job_id_(std::move(job_id)),
-      spec_(Resolved(std::move(spec), workers.size())),
+      spec_(std::move(spec)),
       job_key_(options.lease_secret.empty() ? std::string()
                                             : DeriveJobKey(options.lease_secret, job_id_)),
       mirrors_(spec_.strategy == Strategy::kMultiWorkerMirrored && !options.worker_ps.empty()
@@ -78,14 +81,68 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
       options_(std::move(options)),
       checkpoint_dir_(options_.checkpoint_dir.empty() ? spec_.checkpoint.dir
                                                       : options_.checkpoint_dir),
-      max_attempts_(options_.max_attempts > 0 ? options_.max_attempts
-                                              : static_cast<int>(spec_.fault_tolerance.max_attempts)),
-      worker_down_(new std::atomic<bool>[workers_.size()]),
-      worker_losses_(new std::atomic<int64_t>[workers_.size()]) {
-  for (size_t w = 0; w < workers_.size(); ++w) {
-    worker_down_[w] = false;
-    worker_losses_[w] = 0;
-  }
+      max_attempts_(options_.max_attempts > 0
+                        ? options_.max_attempts
+                        : static_cast<int>(spec_.fault_tolerance.max_attempts)),
+      board_(job_id_, QueuedStatus(job_id_, spec_, options_.now()), options_.now),
+      checkpoint_policy_(spec_.checkpoint, options_.now),
+      ps_recovery_([this] {
+        PsRecovery::Options o;
+        o.job_id = job_id_;
+        o.ps = ps_;
+        o.health = options_.health;
+        o.mirrored = Mirrored();
+        o.workers = static_cast<int>(workers_.size());
+        o.worker_addresses = Addresses(workers_);
+        o.recovery_timeout = absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s);
+        o.now = options_.now;
+        o.steps_counted = [this] { return StepsCounted(); };
+        o.event = [this](const std::string& kind, const std::string& message) {
+          board_.Event(kind, message);
+        };
+        return o;
+      }()),
+      health_([this] {
+        HealthWatch::Options o;
+        o.health = options_.health;
+        o.workers = workers_;
+        o.interval = absl::Seconds(spec_.fault_tolerance.health_check_interval_s);
+        o.worker_timeout = absl::Seconds(spec_.fault_tolerance.worker_timeout_s);
+        o.check_ps = [this] { ps_recovery_.CheckEveryPs(); };
+        o.on_worker_lost = [this] {
+          board_.Update([](JobStatusProto* s) { s->set_workers_lost(s->workers_lost() + 1); });
+          if (options_.metrics != nullptr) options_.metrics->WorkerLost();
+        };
+        o.event = [this](const std::string& kind, const std::string& message) {
+          board_.Event(kind, message);
+        };
+        return o;
+      }()),
+      phases_(
+          [this] {
+            PhaseRunner::Options o;
+            o.job_id = job_id_;
+            o.job_key = job_key_;
+            o.spec = &spec_;
+            o.workers = workers_;
+            o.max_attempts = max_attempts_;
+            o.retry_backoff = options_.retry_backoff;
+            o.setup = &setup_request_;
+            o.board = &board_;
+            o.health = options_.health != nullptr ? &health_ : nullptr;
+            o.metrics = options_.metrics;
+            o.now = options_.now;
+            return o;
+          }(),
+          [this] {
+            PhaseRunner::Control c;
+            c.ps_failed = [this] { return ps_recovery_.failed(); };
+            c.mark_ps_failed = [this] { return ps_recovery_.MarkFailed(); };
+            c.checkpoint_due = [this] { return CheckpointDue(); };
+            c.checkpoint = [this] { return CheckpointWithRetries(/*final=*/false); };
+            c.recover = [this] { return RecoverFromPsFailure(); };
+            return c;
+          }()) {
   if (options_.registry != nullptr) {
     // Registering an existing family returns it: every job shares these.
     checkpoint_failures_metric_ =
@@ -101,122 +158,26 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
              .Register(*options_.registry)
              .Add({});
   }
-  absl::MutexLock lock(&mu_);
-  status_.set_job_id(job_id_);
-  status_.set_name(spec_.name);
-  status_.set_state(QUEUED);
-  status_.set_total_epochs(spec_.train.epochs);
-  status_.set_per_replica_batch(spec_.data.per_replica_batch);
-  status_.set_global_batch(spec_.data.global_batch);
-  status_.set_replicas(spec_.replicas);
-  status_.set_strategy(StrategyName(spec_.strategy));
-  status_.set_learning_rate(DescribeLearningRate(spec_.optimizer));
-  start_ = absl::Now();
-  status_.set_submitted_unix_s(absl::ToDoubleSeconds(start_ - absl::UnixEpoch()));
-  last_checkpoint_time_ = start_;
 }
 
 JobRunner::~JobRunner() = default;
 
-void JobRunner::Update(const std::function<void(JobStatusProto*)>& change) {
-  absl::MutexLock lock(&mu_);
-  change(&status_);
-  ++version_;
+std::pair<int64_t, int64_t> JobRunner::StepsCounted() const {
+  std::pair<int64_t, int64_t> counted;
+  board_.Read([&](const JobStatusProto& s) { counted = {s.steps(), s.lost_steps()}; });
+  return counted;
 }
 
-JobStatusProto JobRunner::Status() const {
-  absl::MutexLock lock(&mu_);
-  JobStatusProto s = status_;
-  const absl::Time end = std::min(absl::Now(), end_);
-  s.set_wall_seconds(absl::ToDoubleSeconds(end - start_));
-  return s;
-}
-
-int64_t JobRunner::WaitForChange(int64_t seen, absl::Duration timeout,
-                                 JobStatusProto* out) const {
-  int64_t version;
-  {
-    absl::MutexLock lock(&mu_);
-    auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ > seen; };
-    mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
-    version = version_;
-  }
-  *out = Status();
-  return version;
-}
-
-void JobRunner::Cancel() {
-  absl::MutexLock lock(&mu_);
-  cancelled_ = true;
-  if (current_queue_ != nullptr) current_queue_->Stop(absl::CancelledError("job cancelled"));
-}
-
-void JobRunner::Event(const std::string& kind, const std::string& message) {
-  JobEvent e;
-  e.set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
-  e.set_kind(kind);
-  e.set_message(message);
-  if (kind == "failed" || kind == "retry" || kind == "worker_down" || kind == "worker_lost" ||
-      kind == "ps_down" || kind == "checkpoint_failed" || kind == "accounting") {
-    spdlog::warn("job {}: {}: {}", job_id_, kind, message);
-  } else {
-    spdlog::info("job {}: {}: {}", job_id_, kind, message);
-  }
-  std::vector<JobEvent> pending;
-  {
-    absl::MutexLock lock(&mu_);
-    events_.push_back(std::move(e));
-    if (log_ != nullptr) {
-      pending.assign(events_.begin() + static_cast<std::ptrdiff_t>(events_logged_), events_.end());
-      events_logged_ = events_.size();
-    }
-  }
-  for (const JobEvent& p : pending) {
-    JobLogRecord rec;
-    rec.mutable_event()->set_unix_seconds(p.unix_seconds());
-    rec.mutable_event()->set_kind(p.kind());
-    rec.mutable_event()->set_message(p.message());
-    Log(rec);
-  }
-}
-
-std::vector<JobEvent> JobRunner::Events() const {
-  absl::MutexLock lock(&mu_);
-  return events_;
-}
+void JobRunner::Cancel() { phases_.Cancel(absl::CancelledError("job cancelled")); }
 
 void JobRunner::Interrupt() {
-  absl::MutexLock lock(&mu_);
   interrupted_ = true;
-  cancelled_ = true;
-  if (current_queue_ != nullptr) current_queue_->Stop(absl::CancelledError("coordinator shutdown"));
-}
-
-bool JobRunner::interrupted() const {
-  absl::MutexLock lock(&mu_);
-  return interrupted_;
+  phases_.Cancel(absl::CancelledError("coordinator shutdown"));
 }
 
 void JobRunner::CancelQueued() {
-  {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-  }
+  phases_.Cancel(absl::CancelledError("cancelled while queued"));
   Finish(absl::CancelledError("cancelled while queued")).IgnoreError();
-}
-
-void JobRunner::Log(const JobLogRecord& record) {
-  if (log_ == nullptr) return;
-  absl::Status s = log_->Append(record);  // fsynced: see JobLog
-  if (s.ok()) return;
-  // A broken disk fails every append: say so once, then every 30 s.
-  const absl::Time now = absl::Now();
-  absl::MutexLock lock(&log_warning_mu_);
-  ++log_failures_;
-  if (now - last_log_warning_ < absl::Seconds(30)) return;
-  spdlog::warn("job {}: job log: {} ({} failed appends so far)", job_id_, s.ToString(),
-               log_failures_);
-  last_log_warning_ = now;
 }
 
 SetupJobRequest JobRunner::ReleasingSetup(WorkerClient* worker) const {
@@ -234,7 +195,7 @@ SetupJobRequest JobRunner::ReleasingSetup(WorkerClient* worker) const {
   return request;
 }
 
-absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_examples) {
+absl::Status JobRunner::SetupWorkers(DataSizes* data) {
   setup_request_.set_job_id(job_id_);
   setup_request_.set_spec_yaml(spec_.yaml);
   setup_request_.set_replicas(static_cast<int32_t>(spec_.replicas));
@@ -285,10 +246,10 @@ absl::Status JobRunner::SetupWorkers(int64_t* train_examples, int64_t* eval_exam
           responses[w].train_examples(), "/", responses[w].eval_examples()));
     }
   }
-  *train_examples = responses[0].train_examples();
-  *eval_examples = responses[0].eval_examples();
+  data->train = responses[0].train_examples();
+  data->eval = responses[0].eval_examples();
   const std::string backend = responses[0].backend();
-  Update([&](JobStatusProto* s) { s->set_backend(backend); });
+  board_.Update([&](JobStatusProto* s) { s->set_backend(backend); });
   return absl::OkStatus();
 }
 
@@ -306,36 +267,37 @@ void JobRunner::ReleaseWorkers() {
 }
 
 absl::Status JobRunner::Finish(absl::Status status) {
-  stop_health_ = true;
-  if (checkpoints_disabled_metric_ != nullptr && Status().checkpoints_disabled()) {
+  health_.Stop();
+  if (checkpoints_disabled_metric_ != nullptr && checkpoint_policy_.disabled()) {
     checkpoints_disabled_metric_->Decrement();  // no longer running
   }
   if (interrupted()) {
     // Not an end: the job resumes in the next coordinator.
     Event("interrupted", "the coordinator is shutting down; the job resumes when it restarts");
-    Update([](JobStatusProto* s) {
+    board_.Update([](JobStatusProto* s) {
       s->set_state(QUEUED);
       s->set_error("interrupted by a coordinator shutdown");
     });
     return absl::CancelledError("interrupted by a coordinator shutdown");
   }
   // After the final checkpoint: nothing of the job stays on the PS tasks.
+  std::optional<std::vector<int64_t>> applied;
   if (touched_ps_) {
     // Only PS that answer their health check are asked (a PS that is down
     // would hold each call for its full deadline, and the job's end with it);
     // without every PS there is no final layout to keep.
-    const std::vector<bool> up = PsAnswering();
+    const std::vector<bool> up = ps_recovery_.Answering();
     const bool all_up = std::all_of(up.begin(), up.end(), [](bool u) { return u; });
     absl::StatusOr<DescribeJobResponse> last =
         all_up ? Describe() : absl::UnavailableError("a PS is down");
     if (last.ok()) {
-      absl::MutexLock lock(&mu_);
       // What each PS applied, for "applied == steps on every PS".
-      status_.clear_ps_applied_steps();
-      for (const PsLoad& p : last->ps()) status_.add_ps_applied_steps(p.applied_steps());
+      applied.emplace();
+      for (const PsLoad& p : last->ps()) applied->push_back(p.applied_steps());
+      absl::MutexLock lock(&mu_);
       final_describe_ = *std::move(last);
     }
-    EndOnEveryPs(up);
+    ps_recovery_.EndOnEveryPs(up);
   }
   ReleaseWorkers();
   if (status.ok()) {
@@ -345,40 +307,38 @@ absl::Status JobRunner::Finish(absl::Status status) {
   } else {
     Event("failed", std::string(status.message()));
   }
-  JobLogRecord rec;
-  {
-    absl::MutexLock lock(&mu_);
-    end_ = absl::Now();
-    if (status.ok()) {
-      status_.set_state(SUCCEEDED);
-    } else if (absl::IsCancelled(status) && cancelled_) {
-      status_.set_state(CANCELLED);
-      status_.set_error(std::string(status.message()));
-    } else {
-      status_.set_state(FAILED);
-      status_.set_error(std::string(status.message()));
+  const bool cancelled = phases_.cancelled();
+  const JobStatusProto final_status = board_.End([&](JobStatusProto* s) {
+    if (applied.has_value()) {
+      s->clear_ps_applied_steps();
+      for (int64_t a : *applied) s->add_ps_applied_steps(a);
     }
-    rec.mutable_ended()->set_state(status_.state());
-    rec.mutable_ended()->set_error(status_.error());
-    JobStatusProto final_status = status_;
-    final_status.set_wall_seconds(absl::ToDoubleSeconds(end_ - start_));
-    rec.mutable_ended()->set_status(final_status.SerializeAsString());
-  }
+    if (status.ok()) {
+      s->set_state(SUCCEEDED);
+    } else if (absl::IsCancelled(status) && cancelled) {
+      s->set_state(CANCELLED);
+      s->set_error(std::string(status.message()));
+    } else {
+      s->set_state(FAILED);
+      s->set_error(std::string(status.message()));
+    }
+  });
+  JobLogRecord rec;
+  rec.mutable_ended()->set_state(final_status.state());
+  rec.mutable_ended()->set_error(final_status.error());
+  rec.mutable_ended()->set_status(final_status.SerializeAsString());
   // Logged before the final status is published, so that whoever sees the
   // job end also finds it ended in the log.
-  Log(rec);
-  Update([](JobStatusProto*) {});
+  board_.Log(rec);
+  board_.Update([](JobStatusProto*) {});
   return status;
 }
 
 absl::Status JobRunner::Run() {
-  {
-    // Wall time counts from here: time spent QUEUED is not the job's.
-    absl::MutexLock lock(&mu_);
-    start_ = absl::Now();
-    last_checkpoint_time_ = start_;
-  }
-  Update([](JobStatusProto* s) { s->set_state(RUNNING); });
+  // Wall time counts from here: time spent QUEUED is not the job's.
+  board_.Start();
+  checkpoint_policy_.Start();
+  board_.Update([](JobStatusProto* s) { s->set_state(RUNNING); });
   if (options_.metrics != nullptr) options_.metrics->JobStarted(!checkpoint_dir_.empty());
   if (Mirrored() && mirrors_ == nullptr) {
     return Finish(absl::FailedPreconditionError(
@@ -387,25 +347,35 @@ absl::Status JobRunner::Run() {
   }
   if (ps_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no PS task"));
   if (workers_.empty()) return Finish(absl::InvalidArgumentError("the cluster has no worker"));
-  if (spec_.replicas == 0) {
-    // The batch or learning rate cannot be resolved for this cluster.
-    JobSpec spec = spec_;
-    absl::Status s = ResolveReplicas(ReplicasFor(spec, static_cast<int64_t>(workers_.size())), &spec);
+  if (const int64_t replicas = ReplicasFor(spec_, static_cast<int64_t>(workers_.size()));
+      spec_.replicas != replicas) {
+    // The spec is resolved once, by whoever parsed it (JobManager, psctl),
+    // for this cluster.
     Update([](JobStatusProto* st) { st->set_invalid_input(true); });
-    return Finish(s.ok() ? absl::InternalError("the job spec was not resolved") : s);
+    return Finish(absl::FailedPreconditionError(absl::StrCat(
+        "the job spec was resolved for ", spec_.replicas, " replicas (0: not resolved), but this "
+        "cluster runs ", replicas, " (common/job_spec.h, ResolveReplicas)")));
   }
+  DataSizes data;
+  if (absl::Status s = Prepare(&data); !s.ok()) return Finish(s);
+  health_.Start();
+  struct JoinOnExit {
+    HealthWatch* health;
+    ~JoinOnExit() { health->Join(); }
+  } join_health{&health_};
+  if (absl::Status s = RunEpochs(data); !s.ok()) return Finish(s);
+  return Finish(FinalChecks());
+}
+
+absl::Status JobRunner::Prepare(DataSizes* data) {
   if (options_.health != nullptr) {
     // Every task must answer first, workers included (a rollout may still
     // be starting them); one that never does is named.
-    absl::Status s = WaitForCluster(
+    RETURN_IF_ERROR(WaitForCluster(
         *options_.health, Mirrored() ? 0 : static_cast<int>(ps_.size()),
-        static_cast<int>(workers_.size()),
-        options_.ps_addresses, options_.worker_addresses, absl::Now() + options_.cluster_wait,
-        absl::Milliseconds(200), [this] {
-          absl::MutexLock lock(&mu_);
-          return cancelled_;
-        });
-    if (!s.ok()) return Finish(s);
+        static_cast<int>(workers_.size()), options_.ps_addresses, options_.worker_addresses,
+        absl::Now() + options_.cluster_wait, absl::Milliseconds(200),
+        [this] { return phases_.cancelled(); }));
   }
   Event("started", absl::StrCat("running on ", ps_.size(), " PS and ", workers_.size(),
                                  " workers"));
@@ -413,148 +383,80 @@ absl::Status JobRunner::Run() {
   auto invalid_input = [this](const absl::Status& s) {
     if (absl::IsInvalidArgument(s) || absl::IsNotFound(s) || absl::IsDataLoss(s) ||
         absl::IsFailedPrecondition(s) || absl::IsOutOfRange(s)) {
-      Update([](JobStatusProto* st) { st->set_invalid_input(true); });
+      board_.Update([](JobStatusProto* st) { st->set_invalid_input(true); });
     }
     return s;
   };
-  if (absl::Status s = Prepare(); !s.ok()) return Finish(invalid_input(s));
-  NoteStateIncarnations();
-  int64_t train_n = 0, eval_n = 0;
-  if (absl::Status s = SetupWorkers(&train_n, &eval_n); !s.ok()) {
-    return Finish(invalid_input(s));
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    if (epoch_ >= spec_.train.epochs && status_.resumed_from_checkpoint() >= 0) {
-      status_.set_already_complete(true);
-      ++version_;
-    }
-  }
-  if (Status().already_complete()) {
+  if (absl::Status s = PrepareVariables(); !s.ok()) return invalid_input(s);
+  ps_recovery_.NoteStateIncarnations();
+  if (absl::Status s = SetupWorkers(data); !s.ok()) return invalid_input(s);
+  const int64_t epoch = phases_.epoch();
+  bool complete = false;
+  board_.Read([&](const JobStatusProto& s) {
+    complete = epoch >= spec_.train.epochs && s.resumed_from_checkpoint() >= 0;
+  });
+  if (complete) {
+    board_.Update([](JobStatusProto* s) { s->set_already_complete(true); });
     Event("resumed", absl::StrCat("checkpoint ", Status().resumed_from_checkpoint(), " in ",
                                   checkpoint_dir_, " already covers all ", spec_.train.epochs,
                                   " epochs: nothing to train in this run"));
   }
-
   // A synchronous step takes a global batch (over the replicas); a worker's
   // asynchronous one a batch per device.
   const int64_t batch = StepExamples(spec_);
   const int64_t closure_examples = spec_.train.steps_per_closure * batch;
-  closures_per_epoch_ = CeilDiv(train_n, closure_examples);
-  Update([&](JobStatusProto* s) {
-    s->set_total_steps(spec_.train.epochs * StepsFor(train_n, closure_examples, batch));
+  board_.Update([&](JobStatusProto* s) {
+    s->set_total_steps(spec_.train.epochs * StepsFor(data->train, closure_examples, batch));
   });
-  std::thread health;
-  if (options_.health != nullptr) health = std::thread([this] { HealthLoop(); });
-  struct JoinOnExit {
-    std::thread* t;
-    std::atomic<bool>* stop;
-    ~JoinOnExit() {
-      *stop = true;
-      if (t->joinable()) t->join();
-    }
-  } join_health{&health, &stop_health_};
+  return absl::OkStatus();
+}
 
+absl::Status JobRunner::RunEpochs(const DataSizes& data) {
+  const int64_t closure_examples = spec_.train.steps_per_closure * StepExamples(spec_);
   while (true) {
-    int64_t epoch;
-    {
-      absl::MutexLock lock(&mu_);
-      epoch = epoch_;
-      status_.set_epoch(std::min(epoch + 1, spec_.train.epochs));
-      ++version_;
-    }
-    if (epoch >= spec_.train.epochs) break;
-    const absl::Time epoch_start = absl::Now();
+    const int64_t epoch = phases_.epoch();
+    board_.Update(
+        [&](JobStatusProto* s) { s->set_epoch(std::min(epoch + 1, spec_.train.epochs)); });
+    if (epoch >= spec_.train.epochs) return absl::OkStatus();
+    const absl::Time epoch_start = options_.now();
     PhaseTotals train;
-    absl::StatusOr<PhaseEnd> t = RunPhase(TRAIN, epoch, train_n, closure_examples, &train);
-    if (!t.ok()) return Finish(t.status());
-    if (*t == PhaseEnd::kRolledBack) continue;
+    ASSIGN_OR_RETURN(const PhaseEnd t,
+                     phases_.RunPhase(TRAIN, epoch, data.train, closure_examples, &train));
+    if (t == PhaseEnd::kRolledBack) continue;
     PhaseTotals eval;
-    absl::StatusOr<PhaseEnd> e = RunPhase(EVAL, epoch, eval_n, options_.eval_closure_examples, &eval);
-    if (!e.ok()) return Finish(e.status());
-    if (*e == PhaseEnd::kRolledBack) continue;
+    ASSIGN_OR_RETURN(const PhaseEnd e, phases_.RunPhase(EVAL, epoch, data.eval,
+                                                        options_.eval_closure_examples, &eval));
+    if (e == PhaseEnd::kRolledBack) continue;
     EpochResult r;
     r.set_epoch(epoch + 1);
-    {
-      absl::MutexLock lock(&mu_);
-      r.set_train_loss(epoch_examples_ > 0 ? epoch_loss_sum_ / epoch_examples_ : 0);
-    }
+    r.set_train_loss(phases_.TrainLoss());
     r.set_eval_accuracy(eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0);
     r.set_eval_loss(eval.examples > 0 ? eval.loss_sum / eval.examples : 0);
-    r.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - epoch_start));
+    r.set_wall_seconds(absl::ToDoubleSeconds(options_.now() - epoch_start));
     if (!eval.positive.empty() || !eval.negative.empty()) {
       const double auc = AucFromHistograms(eval.positive, eval.negative);
       if (!std::isnan(auc)) r.set_eval_auc(auc);
     }
-    {
-      absl::MutexLock lock(&mu_);
-      *status_.add_epochs() = r;
-      status_.set_eval_accuracy(r.eval_accuracy());
-      status_.set_eval_loss(r.eval_loss());
-      if (r.eval_auc() > 0) status_.set_eval_auc(r.eval_auc());
-      epoch_ = epoch + 1;
-      finished_splits_.clear();
-      epoch_examples_ = 0;
-      epoch_loss_sum_ = 0;
-      ++version_;
-    }
-    Event("epoch", absl::StrCat("epoch ", epoch + 1, "/", spec_.train.epochs, " finished: train loss ",
-                                absl::SixDigits(r.train_loss()), ", eval accuracy ",
-                                absl::SixDigits(r.eval_accuracy()),
-                                r.eval_auc() > 0 ? absl::StrCat(", eval AUC ", absl::SixDigits(r.eval_auc()))
-                                                 : std::string()));
+    phases_.FinishEpoch(r);
+    Event("epoch",
+          absl::StrCat("epoch ", epoch + 1, "/", spec_.train.epochs, " finished: train loss ",
+                       absl::SixDigits(r.train_loss()), ", eval accuracy ",
+                       absl::SixDigits(r.eval_accuracy()),
+                       r.eval_auc() > 0 ? absl::StrCat(", eval AUC ", absl::SixDigits(r.eval_auc()))
+                                        : std::string()));
     JobLogRecord rec;
     rec.mutable_epoch_finished()->set_epoch(epoch);
     rec.mutable_epoch_finished()->set_result(r.SerializeAsString());
-    Log(rec);
+    board_.Log(rec);
   }
+}
+
+absl::Status JobRunner::FinalChecks() {
   // Every step counted must have been applied once on every PS, before the
   // final checkpoint keeps the result.
-  if (absl::Status s = AuditFinalSteps(); !s.ok()) return Finish(s);
-  if (checkpoints_ != nullptr) {
-    if (absl::Status s = CheckpointWithRetries(/*final=*/true); !s.ok()) return Finish(s);
-  }
-  return Finish(absl::OkStatus());
-}
-
-std::vector<StepDiscrepancy> JobRunner::CompareWithPs(AccountingPoint point,
-                                                      std::vector<std::string>* unanswered) {
-  const std::vector<PsSteps> ps = AskPsSteps(ps_, job_id_, step_reach_);
-  StepLedger ledger;
-  ledger.point = point;
-  std::vector<uint64_t> known;
-  {
-    absl::MutexLock lock(&mu_);
-    ledger.steps = status_.steps();
-    ledger.lost_steps = status_.lost_steps();
-    known = state_incarnation_;
-  }
-  for (size_t p = 0; unanswered != nullptr && p < ps.size(); ++p) {
-    if (step_reach_[p] != StepReach::kNone && !ps[p].answered) {
-      unanswered->push_back(absl::StrCat("PS ", p, ": ", ps[p].error));
-    }
-  }
-  return CompareSteps(ledger, step_reach_, ps, known);
-}
-
-absl::Status JobRunner::AuditFinalSteps() {
-  std::vector<std::string> unanswered;
-  const std::vector<StepDiscrepancy> found = CompareWithPs(AccountingPoint::kEnd, &unanswered);
-  if (!unanswered.empty()) {
-    return absl::UnavailableError(absl::StrCat("could not check what every PS applied of the job: ",
-                                               absl::StrJoin(unanswered, "; ")));
-  }
-  for (const StepDiscrepancy& d : found) Event("accounting", d.message);
-  return AccountingError(found);
-}
-
-void JobRunner::NoteStateIncarnations() {
-  const std::vector<PsSteps> ps = AskPsSteps(ps_, job_id_, step_reach_);
-  absl::MutexLock lock(&mu_);
-  state_incarnation_.assign(ps.size(), 0);
-  for (size_t p = 0; p < ps.size(); ++p) {
-    if (ps[p].answered) state_incarnation_[p] = ps[p].incarnation;
-  }
+  RETURN_IF_ERROR(ps_recovery_.AuditFinalSteps());
+  if (checkpoints_ != nullptr) RETURN_IF_ERROR(CheckpointWithRetries(/*final=*/true));
+  return absl::OkStatus();
 }
 
 }  // namespace pscluster

@@ -77,10 +77,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,17 +87,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
 #include "common/model_variables.h"
 #include "common/ps_client.h"
 #include "coordinator/core/checkpoint_manager.h"
-#include "coordinator/core/closure_deadline.h"
-#include "coordinator/core/closure_queue.h"
+#include "coordinator/core/checkpoint_policy.h"
 #include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/health_checker.h"
-#include "coordinator/core/job_log.h"
-#include "coordinator/core/step_accounting.h"
+#include "coordinator/core/health_watch.h"
+#include "coordinator/core/job_status_board.h"
+#include "coordinator/core/phase_runner.h"
+#include "coordinator/core/ps_recovery.h"
 #include "coordinator/core/worker_client.h"
 #include "protos/coordinator.pb.h"
 
@@ -165,10 +165,28 @@ struct JobRunnerOptions {
   // submit time by JobManager, common/job_paths.h): none given, no data file
   // is accepted.
   std::vector<std::string> data_roots;
+  // The clock of the job's status and events, its checkpoint triggers and
+  // its PS recovery deadlines (the parts' clocks); tests inject a fake one.
+  // Backoff waits and RPC deadlines still use real time.
+  std::function<absl::Time()> now = [] { return absl::Now(); };
 };
 
+// JobRunner owns the job's parts and wires them together:
+// - JobStatusBoard (job_status_board.h): the status, its events, the job log;
+// - PhaseRunner (phase_runner.h): the phases' dispatch, their results and
+//   the data position;
+// - CheckpointPolicy (checkpoint_policy.h): when a checkpoint is due, what a
+//   failed one means;
+// - PsRecovery (ps_recovery.h): the PS tasks' failures, incarnations, step
+//   accounting and recovery, and the job's housekeeping on them;
+// - HealthWatch (health_watch.h): the health-check loop.
+// What stays here is the job's sequence (Prepare, the epochs, Finish) and the
+// steps that span parts: taking and restoring checkpoints, and recovering.
 class JobRunner {
  public:
+  // `spec` is resolved for `workers` (ResolveReplicas(ReplicasFor(spec,
+  // workers.size()))): the spec is parsed and resolved once, by JobManager or
+  // psctl, and handed on; one that is not fails the job at Run.
   // `ps`, `workers` and options.health are not owned and must outlive the
   // runner.
   JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps,
@@ -180,14 +198,14 @@ class JobRunner {
   absl::Status Run() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops dispatching; closures in flight finish. Run() returns CANCELLED.
-  void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+  void Cancel();
 
   // Stops the job for a coordinator shutdown: like Cancel, but the job does
   // not end — nothing of its end is logged and its PS state is kept, so a
   // coordinator restarted on the same state directory resumes it. Its
   // status goes back to QUEUED.
-  void Interrupt() ABSL_LOCKS_EXCLUDED(mu_);
-  bool interrupted() const ABSL_LOCKS_EXCLUDED(mu_);
+  void Interrupt();
+  bool interrupted() const { return interrupted_.load(); }
 
   // Ends a job that never ran (cancelled while QUEUED): CANCELLED, with the
   // event logged. REQUIRES: Run() was not called.
@@ -196,15 +214,16 @@ class JobRunner {
   // Records an event of the job's event log (JobEvent.kind): kept in memory,
   // appended to the job log once it is open (earlier ones then too), and
   // logged by the coordinator.
-  void Event(const std::string& kind, const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<JobEvent> Events() const ABSL_LOCKS_EXCLUDED(mu_);
+  void Event(const std::string& kind, const std::string& message) { board_.Event(kind, message); }
+  std::vector<JobEvent> Events() const { return board_.Events(); }
 
-  JobStatusProto Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  JobStatusProto Status() const { return board_.Status(); }
 
   // Waits until the status changes after version `seen` or `timeout` passes;
   // fills `out` and returns the current version.
-  int64_t WaitForChange(int64_t seen, absl::Duration timeout, JobStatusProto* out) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t WaitForChange(int64_t seen, absl::Duration timeout, JobStatusProto* out) const {
+    return board_.WaitForChange(seen, timeout, out);
+  }
 
   // The job's variable layout and what each PS holds now (asks every PS for
   // its Stats); after the job ended, what they held at its end.
@@ -215,100 +234,60 @@ class JobRunner {
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
 
  private:
-  // Accumulates closure results of one phase (an epoch's training or eval).
-  struct PhaseTotals {
-    int64_t examples = 0;
-    double loss_sum = 0;
-    int64_t correct = 0;
-    // Binary models' eval: merged probability histograms (common/metrics.h).
-    std::vector<int64_t> positive;
-    std::vector<int64_t> negative;
+  // The examples the workers hold.
+  struct DataSizes {
+    int64_t train = 0;
+    int64_t eval = 0;
   };
-  enum class PhaseEnd { kDone, kRolledBack };
 
-  absl::Status Prepare() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for the cluster, lays out and creates (or restores) the job's
+  // variables and sets up every worker.
+  absl::Status Prepare(DataSizes* data) ABSL_LOCKS_EXCLUDED(mu_);
+  // The variables: planned, then restored from the newest checkpoint, or
+  // created (resuming from the job log when there is one).
+  absl::Status PrepareVariables() ABSL_LOCKS_EXCLUDED(mu_);
+  // Trains and evaluates every epoch from the data position on.
+  absl::Status RunEpochs(const DataSizes& data);
+  // After the last epoch: every PS agrees with the steps counted, and the
+  // final checkpoint.
+  absl::Status FinalChecks();
   // setup_request_ for `worker`, with the release of the job it holds
   // when that is another job of this coordinator (SetupJobRequest.release).
   SetupJobRequest ReleasingSetup(WorkerClient* worker) const;
   // Lets every worker go at the job's end (ReleaseJobRequest), so that the
   // next job, of any coordinator, may set it up.
   void ReleaseWorkers();
-  absl::Status SetupWorkers(int64_t* train_examples, int64_t* eval_examples);
-  // Runs the closures of `epoch` not yet finished, over [0, size).
-  absl::StatusOr<PhaseEnd> RunPhase(ClosureMode mode, int64_t epoch, int64_t size,
-                                    int64_t closure_examples, PhaseTotals* totals)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  void DispatchLoop(int worker, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals);
-  // Returns the job's training steps done (this closure's included) and its
-  // lost steps so far, for the job log.
-  // `split_done`: the closure finished its split (false for a replica of a
-  // synchronous split whose other replicas are not all done).
-  std::pair<int64_t, int64_t> RecordSuccess(ClosureMode mode, const Closure& c,
-                                            const RunClosureResponse& r, PhaseTotals* totals,
-                                            bool* split_done) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SetupWorkers(DataSizes* data);
   // central_storage and multi_worker_mirrored.
   bool Synchronous() const { return IsSynchronous(spec_.strategy); }
   // multi_worker_mirrored: the "PS" is every worker's copy (mirrors_).
   bool Mirrored() const { return spec_.strategy == Strategy::kMultiWorkerMirrored; }
+  void Update(const std::function<void(JobStatusProto*)>& change) { board_.Update(change); }
+  // The job's steps done and lost so far (JobStatus.steps, lost_steps).
+  std::pair<int64_t, int64_t> StepsCounted() const;
   // Quiesced checkpoint of the current position. REQUIRES: no closure in flight.
-  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
-  // Checkpoint() under checkpoint.on_failure / max_retries: a failed attempt
-  // is counted and logged (rate-limited) and the next one waits for the
-  // backoff and the next trigger; at the `final` checkpoint, with no training
-  // left, it waits the backoff out here. Returns OK unless the job must fail
-  // (retries exhausted with on_failure: fail, or a PS failure at the final
-  // checkpoint). Skipped once checkpoints are disabled.
+  absl::Status Checkpoint();
+  // Checkpoint() under checkpoint.on_failure / max_retries (CheckpointPolicy):
+  // a failed attempt is counted and logged (rate-limited) and the next one
+  // waits for the backoff and the next trigger; at the `final` checkpoint,
+  // with no training left, it waits the backoff out here. Returns OK unless
+  // the job must fail (retries exhausted with on_failure: fail, or a PS
+  // failure at the final checkpoint). Skipped once checkpoints are disabled.
   // REQUIRES: no closure in flight.
-  absl::Status CheckpointWithRetries(bool final) ABSL_LOCKS_EXCLUDED(mu_);
-  // Records failed attempt `error`; true when the job gives up checkpointing
-  // (sets `backoff` to the wait before the next attempt otherwise).
-  // `ps_failure`: a PS failed (not the storage); it uses up no retry.
-  bool CheckpointFailed(const absl::Status& error, bool ps_failure, absl::Duration* backoff)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // A checkpoint is due: its trigger fired, no retry backoff is running and
-  // checkpoints are not disabled.
-  bool CheckpointDue() const ABSL_LOCKS_EXCLUDED(mu_);
-  // After a PS failure: waits for every PS, restores the newest checkpoint
-  // and rewinds the data position. REQUIRES: no closure in flight.
-  absl::Status RecoverFromPsFailure() ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits until every PS answers its health check, until `deadline`.
-  absl::Status WaitForEveryPs(absl::Time deadline);
-  // Records PS `ps`'s incarnation; true when it changed (the PS restarted).
-  bool NotePsIncarnation(int ps, uint64_t incarnation) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckpointWithRetries(bool final);
+  // Records failed attempt `error` (status, metrics, event); true when the
+  // job gives up checkpointing (sets `backoff` to the wait before the next
+  // attempt otherwise). `ps_failure`: a PS failed (not the storage).
+  bool CheckpointFailed(const absl::Status& error, bool ps_failure, absl::Duration* backoff);
+  // A checkpoint is due (CheckpointPolicy::Due) and the job takes them.
+  bool CheckpointDue() const;
+  // After a PS failure: PsRecovery::Heal, then the job's counts. REQUIRES:
+  // no closure in flight.
+  absl::Status RecoverFromPsFailure();
   // Restores the newest checkpoint into every PS and takes its position.
   // NOT_FOUND when there is none.
   absl::Status RestorePosition() ABSL_LOCKS_EXCLUDED(mu_);
-  // Asks every PS what it applied of the job and compares it with the steps
-  // counted now, at `point` (step_accounting.h): the PS that disagree. PS
-  // that do not answer are left out and, when `unanswered` is given, named
-  // there ("PS 1: UNAVAILABLE: ...").
-  std::vector<StepDiscrepancy> CompareWithPs(AccountingPoint point,
-                                             std::vector<std::string>* unanswered)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // The check at the job's end: OK when every PS agrees exactly; DATA_LOSS
-  // naming each PS that does not (each also an event), UNAVAILABLE naming a
-  // PS that cannot be asked. REQUIRES: no closure in flight.
-  absl::Status AuditFinalSteps() ABSL_LOCKS_EXCLUDED(mu_);
-  // Records each PS's incarnation as that of the job's state there, just
-  // created or restored (CompareSteps tells a restart from an end behind the
-  // coordinator's back by it).
-  void NoteStateIncarnations() ABSL_LOCKS_EXCLUDED(mu_);
-  void HealthLoop();
-  // Appends to the job log (every append is fsynced: JobLog).
-  void Log(const JobLogRecord& record);
-  void Update(const std::function<void(JobStatusProto*)>& change) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Finish(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
-  // Frees every job namespace on the PS tasks but this job's: they belong to
-  // jobs that ended (a PS that was down when its job ended still holds it).
-  void FreeStaleNamespaces();
-  // Frees this job's namespace on every PS (best effort: logged on failure),
-  // skipping those marked down in `up` (empty: none).
-  void EndOnEveryPs(const std::vector<bool>& up = {});
-  // Which PS answer their health check now (all, without a health checker).
-  std::vector<bool> PsAnswering();
-  // Forgets the exactly-once keys of closures before `epoch` on every PS
-  // (best effort), once a committed checkpoint at that epoch covers them.
-  void PruneKeysBefore(int64_t epoch);
 
   const std::string job_id_;
   const JobSpec spec_;
@@ -321,81 +300,34 @@ class JobRunner {
   std::vector<std::unique_ptr<PsClient>> signing_;
   const std::vector<PsClient*> ps_;
   const std::vector<WorkerClient*> workers_;
-  // Rollbacks so far (RunClosureRequest.round).
-  std::atomic<int64_t> round_{0};
   const JobRunnerOptions options_;
   const std::string checkpoint_dir_;
   const int max_attempts_;
-  std::unique_ptr<CheckpointManager> checkpoints_;
   // From options_.registry; null without one.
   prometheus::Counter* checkpoint_failures_metric_ = nullptr;
   prometheus::Gauge* checkpoints_disabled_metric_ = nullptr;
-  std::unique_ptr<JobLog> log_;
-  VariablePlan plan_;              // written by Prepare before dispatch starts
-  std::vector<StepReach> step_reach_;  // likewise: which steps reach each PS
-  SetupJobRequest setup_request_;  // likewise; re-sent to a worker that lost the job
-  int64_t closures_per_epoch_ = 0;
-
-  std::atomic<bool> ps_failed_{false};
+  // Written by Prepare before dispatch starts, never after.
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  VariablePlan plan_;
+  SetupJobRequest setup_request_;  // re-sent to a worker that lost the job
   // Set once Prepare has touched the PS tasks (this job's namespace may exist).
   std::atomic<bool> touched_ps_{false};
-  std::unique_ptr<std::atomic<bool>[]> worker_down_;
-  // Times HealthLoop declared each worker lost (DispatchOptions).
-  std::unique_ptr<std::atomic<int64_t>[]> worker_losses_;
-  // RunClosure(s) deadlines, from the job's own closures of each kind.
-  ClosureDeadline train_deadline_;
-  ClosureDeadline eval_deadline_;
-  std::atomic<bool> stop_health_{false};
+  std::atomic<bool> interrupted_{false};
+
+  // The parts, in the order they are built (each may use those before it).
+  JobStatusBoard board_;
+  CheckpointPolicy checkpoint_policy_;
+  PsRecovery ps_recovery_;
+  HealthWatch health_;
+  PhaseRunner phases_;
 
   mutable absl::Mutex mu_;
-  JobStatusProto status_ ABSL_GUARDED_BY(mu_);
-  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time start_ ABSL_GUARDED_BY(mu_);
-  absl::Time end_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  double train_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // before the current phase
-  absl::Time phase_start_ ABSL_GUARDED_BY(mu_);
-  int64_t epoch_examples_ ABSL_GUARDED_BY(mu_) = 0;
-  double epoch_loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
-  ClosureQueue* current_queue_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool variables_ready_ ABSL_GUARDED_BY(mu_) = false;
-  // Data position: the epoch in progress and its finished splits.
-  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  std::set<int64_t> finished_splits_ ABSL_GUARDED_BY(mu_);
-  // Synchronous phase: replicas finished, by split.
-  std::map<int64_t, int64_t> sync_replicas_done_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> ps_incarnation_ ABSL_GUARDED_BY(mu_);
-  // Each PS's incarnation when the job's state there was last created or
-  // restored (NoteStateIncarnations); empty: not known yet.
-  std::vector<uint64_t> state_incarnation_ ABSL_GUARDED_BY(mu_);
-  int64_t steps_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
-  // Checkpoint failures: failed storage attempts since the last success, no
-  // attempt before `next_checkpoint_attempt_`, and per kind of error (code
-  // and errno text) how many failed since its last log line, and when that
-  // line was.
-  int64_t checkpoint_retries_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time next_checkpoint_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  struct FailureKind {
-    int64_t unlogged = 0;
-    absl::Time logged;
-  };
-  std::map<std::string, FailureKind> checkpoint_failure_kinds_ ABSL_GUARDED_BY(mu_);
-  std::vector<JobEvent> events_ ABSL_GUARDED_BY(mu_);
-  // Rate limit of the warning about failed job-log appends.
-  absl::Mutex log_warning_mu_;
-  int64_t log_failures_ ABSL_GUARDED_BY(log_warning_mu_) = 0;
-  absl::Time last_log_warning_ ABSL_GUARDED_BY(log_warning_mu_) = absl::InfinitePast();
   // Describe() taken as the job ended, before its namespaces were freed.
   std::optional<DescribeJobResponse> final_describe_ ABSL_GUARDED_BY(mu_);
-  // Events recorded before the job log was open, appended when it opens.
-  size_t events_logged_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Closure ids are a function of (mode, epoch, split), the same in every
-// coordinator that runs the job, so that the PS recognises a retried step.
-int64_t ClosureId(ClosureMode mode, int64_t epoch, int64_t split);
+// ClosureId(mode, epoch, split): phase_runner.h.
 
 }  // namespace pscluster
 

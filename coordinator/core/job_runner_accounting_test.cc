@@ -21,6 +21,7 @@ using job_runner_test_util::Cluster;
 using job_runner_test_util::FakeHealth;
 using job_runner_test_util::FakeWorker;
 using job_runner_test_util::FastRetries;
+using job_runner_test_util::ForWorkers;
 using job_runner_test_util::FreshDir;
 using job_runner_test_util::Spec;
 using job_runner_test_util::StoreOptions;
@@ -48,7 +49,7 @@ void PruneEverything(PsClient* ps) {
 TEST(JobRunnerAccountingTest, HonestRetriesAgree) {
   Cluster c;
   c.w0.FailNext(2, absl::UnavailableError("connection refused"));
-  JobRunner runner("t-1", Spec(2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(Spec(2), 2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   EXPECT_THAT(runner.Status().ps_applied_steps(), ElementsAre(20, 20));
   EXPECT_EQ(EventsWith(runner, "accounting", ""), 0);
@@ -62,7 +63,7 @@ TEST(JobRunnerAccountingTest, KeysPrunedBehindItsBackFailTheJobNamingThePs) {
   c.w0.on_closure_ = [&](int n) {
     if (n == 3) PruneEverything(&c.ps1);
   };
-  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(spec, 1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
   const absl::Status s = runner.Run();
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_EQ(std::string(s.message()),
@@ -82,8 +83,8 @@ TEST(JobRunnerAccountingTest, KeysPrunedBehindItsBackRollBackToTheLastCheckpoint
   c.w0.on_closure_ = [&](int n) {
     if (n == 3) PruneEverything(&c.ps1);
   };
-  JobRunner runner("t-1", WithCheckpoints(FreshDir("pruned"), 3, 2), {&c.ps0, &c.ps1}, {&c.w0},
-                   FastRetries());
+  JobRunner runner("t-1", ForWorkers(WithCheckpoints(FreshDir("pruned"), 3, 2), 1),
+                   {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   const JobStatusProto s = runner.Status();
   EXPECT_EQ(s.ps_recoveries(), 1);
@@ -118,7 +119,7 @@ TEST(JobRunnerAccountingTest, AJobEndedBehindItsBackWithoutACheckpointLosesEvery
       ASSERT_TRUE(response.existed());
     }
   };
-  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(spec, 1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   const JobStatusProto s = runner.Status();
   // Not "0 steps lost": the 6 steps done were gone with the namespaces, and
@@ -154,7 +155,7 @@ TEST(JobRunnerAccountingTest, APsThatWasOnlyUnreachableLosesNothingWithoutACheck
       absl::SleepFor(absl::Milliseconds(10));
     }
   };
-  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, o);
+  JobRunner runner("t-1", ForWorkers(spec, 1), {&c.ps0, &c.ps1}, {&c.w0}, o);
   running = &runner;
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   const JobStatusProto s = runner.Status();

@@ -26,6 +26,7 @@ using ::testing::HasSubstr;
 using job_runner_test_util::Cluster;
 using job_runner_test_util::FakeWorker;
 using job_runner_test_util::FastRetries;
+using job_runner_test_util::ForWorkers;
 using job_runner_test_util::FreshDir;
 using job_runner_test_util::StoreOptions;
 using job_runner_test_util::TestRoot;
@@ -118,9 +119,9 @@ TEST(JobRunnerCheckpointFailureTest, ContinueGivesUpAfterTheRetriesAndSucceeds) 
   c.w0.on_closure_ = [&](int) {
     disabled_while_running = MetricValue(*o.registry, "pscluster_checkpoints_disabled");
   };
-  JobRunner runner("t-1",
-                   FailingCheckpoints(dir, CheckpointSpec::OnFailure::kContinue, 3, 0),
-                   {&c.full0, &c.ps1}, {&c.w0}, o);
+  JobRunner runner(
+      "t-1", ForWorkers(FailingCheckpoints(dir, CheckpointSpec::OnFailure::kContinue, 3, 0), 1),
+      {&c.full0, &c.ps1}, {&c.w0}, o);
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   EXPECT_EQ(MetricValue(*o.registry, "pscluster_checkpoint_failures_total"), 4);
   EXPECT_EQ(disabled_while_running, 1);  // the last closures ran without checkpoints
@@ -155,8 +156,9 @@ TEST(JobRunnerCheckpointFailureTest, ContinueGivesUpAfterTheRetriesAndSucceeds) 
 TEST(JobRunnerCheckpointFailureTest, FailFailsTheJobNamingTheError) {
   DiskCluster c;
   const std::string dir = FreshDir("full-fail");
-  JobRunner runner("t-1", FailingCheckpoints(dir, CheckpointSpec::OnFailure::kFail, 2, 0.001),
-                   {&c.full0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner(
+      "t-1", ForWorkers(FailingCheckpoints(dir, CheckpointSpec::OnFailure::kFail, 2, 0.001), 1),
+      {&c.full0, &c.ps1}, {&c.w0}, FastRetries());
   const absl::Status s = runner.Run();
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   const JobStatusProto st = runner.Status();
@@ -175,7 +177,8 @@ TEST(JobRunnerCheckpointFailureTest, TransientFailuresAreRetriedAndCheckpointsRe
   DiskCluster c;
   c.full0.fail_saves_ = 2;
   const std::string dir = FreshDir("full-transient");
-  JobRunner runner("t-1", FailingCheckpoints(dir, CheckpointSpec::OnFailure::kFail, 2, 0),
+  JobRunner runner("t-1",
+                   ForWorkers(FailingCheckpoints(dir, CheckpointSpec::OnFailure::kFail, 2, 0), 1),
                    {&c.full0, &c.ps1}, {&c.w0}, FastRetries());
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   const JobStatusProto s = runner.Status();
@@ -196,7 +199,7 @@ TEST(JobRunnerCheckpointFailureTest, FinalCheckpointRetriesWithBackoffThenSkips)
   const std::string dir = FreshDir("full-final");
   JobSpec spec = FailingCheckpoints(dir, CheckpointSpec::OnFailure::kContinue, 2, 0.02);
   spec.checkpoint.every_steps = 0;
-  JobRunner runner("t-1", spec, {&c.full0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(spec, 1), {&c.full0, &c.ps1}, {&c.w0}, FastRetries());
   const absl::Time start = absl::Now();
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   // Backoff 20 ms then 40 ms between the three attempts.
@@ -210,8 +213,9 @@ TEST(JobRunnerCheckpointFailureTest, FinalCheckpointRetriesWithBackoffThenSkips)
 TEST(JobRunnerCheckpointFailureTest, ManyFailuresOfOneKindAreLoggedAsACount) {
   DiskCluster c;
   const std::string dir = FreshDir("full-many");
-  JobRunner runner("t-1", FailingCheckpoints(dir, CheckpointSpec::OnFailure::kContinue, 40, 0),
-                   {&c.full0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner(
+      "t-1", ForWorkers(FailingCheckpoints(dir, CheckpointSpec::OnFailure::kContinue, 40, 0), 1),
+      {&c.full0, &c.ps1}, {&c.w0}, FastRetries());
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   EXPECT_EQ(runner.Status().checkpoint_failures(), 41);
   EXPECT_EQ(c.full0.SaveCalls().size(), 41u);
@@ -227,8 +231,9 @@ TEST(JobRunnerCheckpointFailureTest, DirectoryReplacedByAFileMidJob) {
       std::ofstream(dir) << "not a directory";
     }
   };
-  JobRunner runner("t-1", FailingCheckpoints(dir, CheckpointSpec::OnFailure::kContinue, 1, 0),
-                   {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner(
+      "t-1", ForWorkers(FailingCheckpoints(dir, CheckpointSpec::OnFailure::kContinue, 1, 0), 1),
+      {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   const JobStatusProto s = runner.Status();
   EXPECT_GE(s.checkpoints(), 1);

@@ -27,13 +27,14 @@ using job_runner_test_util::Cluster;
 using job_runner_test_util::FakeHealth;
 using job_runner_test_util::FakeWorker;
 using job_runner_test_util::FastRetries;
+using job_runner_test_util::ForWorkers;
 using job_runner_test_util::FreshDir;
 using job_runner_test_util::Spec;
 using job_runner_test_util::WithCheckpoints;
 
 TEST(JobRunnerTest, RunsEverySplitOnceAndReportsProgress) {
   Cluster c;
-  JobRunner runner("t-1", Spec(2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(Spec(2), 2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
   ASSERT_TRUE(runner.Run().ok());
   JobStatusProto s = runner.Status();
   EXPECT_EQ(s.state(), SUCCEEDED);
@@ -61,7 +62,7 @@ TEST(JobRunnerTest, RunsEverySplitOnceAndReportsProgress) {
 TEST(JobRunnerTest, UnavailableWorkerClosuresAreRetriedOnTheSameSplit) {
   Cluster c;
   c.w0.FailNext(3, absl::UnavailableError("connection refused"));
-  JobRunner runner("t-1", Spec(1), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(Spec(1), 2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
   ASSERT_TRUE(runner.Run().ok());
   std::map<std::tuple<int, int64_t, int64_t>, int> all = c.w0.runs_;
   for (auto& [k, v] : c.w1.runs_) all[k] += v;
@@ -78,7 +79,7 @@ TEST(JobRunnerTest, BatchedDispatchRunsEverySplitOnceAndRetriesEachClosure) {
   JobSpec spec = Spec(2);
   spec.train.steps_per_closure = 1;  // 10 closures of 10 examples per epoch
   spec.train.closures_per_rpc = 3;
-  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(spec, 2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1}, FastRetries());
   ASSERT_TRUE(runner.Run().ok());
   JobStatusProto s = runner.Status();
   EXPECT_EQ(s.examples(), 2 * 95);
@@ -97,7 +98,7 @@ TEST(JobRunnerTest, BatchedDispatchRunsEverySplitOnceAndRetriesEachClosure) {
 TEST(JobRunnerTest, WorkerThatLostTheJobIsSetUpAgain) {
   Cluster c;
   c.w0.FailNext(1, absl::FailedPreconditionError("job 't-1' is not set up on this worker"));
-  JobRunner runner("t-1", Spec(1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(Spec(1), 1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
   ASSERT_TRUE(runner.Run().ok());
   EXPECT_EQ(c.w0.setups_, 2);
 }
@@ -107,7 +108,7 @@ TEST(JobRunnerTest, ExhaustedRetriesFailTheJobNamingTheClosure) {
   c.w0.FailNext(1000, absl::UnavailableError("connection refused"));
   JobRunnerOptions o = FastRetries();
   o.max_attempts = 3;
-  JobRunner runner("t-1", Spec(1), {&c.ps0, &c.ps1}, {&c.w0}, o);
+  JobRunner runner("t-1", ForWorkers(Spec(1), 1), {&c.ps0, &c.ps1}, {&c.w0}, o);
   absl::Status s = runner.Run();
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("training closure"));
@@ -119,7 +120,7 @@ TEST(JobRunnerTest, ExhaustedRetriesFailTheJobNamingTheClosure) {
 TEST(JobRunnerTest, NonRetryableErrorFailsAtOnce) {
   Cluster c;
   c.w0.FailNext(1, absl::InvalidArgumentError("split outside the data"));
-  JobRunner runner("t-1", Spec(1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(Spec(1), 1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
   absl::Status s = runner.Run();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("after 1 attempt(s)"));
@@ -136,7 +137,7 @@ TEST(JobRunnerTest, NonFiniteLossIsRetriedThenFailsTheJobNamingTheStep) {
   o.max_attempts = 3;
   JobSpec spec = Spec(1);
   spec.train.closures_per_worker = 1;  // one closure at a time, in queue order
-  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, o);
+  JobRunner runner("t-1", ForWorkers(spec, 1), {&c.ps0, &c.ps1}, {&c.w0}, o);
   absl::Status s = runner.Run();
   EXPECT_TRUE(absl::IsAborted(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("failed after 3 attempt(s)"));
@@ -165,7 +166,7 @@ TEST(JobRunnerTest, NonFiniteLossIsRetriedThenFailsTheJobNamingTheStep) {
 TEST(JobRunnerTest, WorkersDisagreeingOnTheDataFailSetup) {
   Cluster c;
   FakeWorker odd("w2", 90, 20);
-  JobRunner runner("t-1", Spec(1), {&c.ps0}, {&c.w0, &odd}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(Spec(1), 2), {&c.ps0}, {&c.w0, &odd}, FastRetries());
   absl::Status s = runner.Run();
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("disagree"));
@@ -173,7 +174,7 @@ TEST(JobRunnerTest, WorkersDisagreeingOnTheDataFailSetup) {
 
 TEST(JobRunnerTest, CancelStopsTheJob) {
   Cluster c;
-  JobRunner runner("t-1", Spec(1000), {&c.ps0}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(Spec(1000), 1), {&c.ps0}, {&c.w0}, FastRetries());
   runner.Cancel();
   EXPECT_TRUE(absl::IsCancelled(runner.Run()));
   EXPECT_EQ(runner.Status().state(), CANCELLED);
@@ -188,7 +189,7 @@ namespace {
 TEST(JobRunnerAucTest, MergesEvalHistogramsIntoTheAuc) {
   Cluster c;
   c.w0.with_histograms_ = true;
-  JobRunner runner("t-1", Spec(1), {&c.ps0}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(Spec(1), 1), {&c.ps0}, {&c.w0}, FastRetries());
   ASSERT_TRUE(runner.Run().ok());
   // 3 eval closures (7, 7, 6 examples): 9 positives at 0.9; 8 negatives at
   // 0.1 and 3 at 0.95. AUC = (9 * 8) / (9 * 11).
@@ -200,7 +201,7 @@ TEST(JobRunnerDescribeTest, ShowsShardsOnBothPsWithBytes) {
   Cluster c;
   JobSpec spec = Spec(1);
   spec.partitioner = PartitionerSpec::Fixed(2);
-  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(spec, 1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
   EXPECT_TRUE(absl::IsFailedPrecondition(runner.Describe().status()));
   ASSERT_TRUE(runner.Run().ok());
   auto d = runner.Describe();
@@ -230,7 +231,8 @@ namespace {
 TEST(JobRunnerCheckpointTest, PeriodicAndFinalCheckpointsKeepTheNewest) {
   Cluster c;
   const std::string dir = FreshDir("periodic");
-  JobRunner runner("t-1", WithCheckpoints(dir, 3, 2), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner("t-1", ForWorkers(WithCheckpoints(dir, 3, 2), 1), {&c.ps0, &c.ps1}, {&c.w0},
+                   FastRetries());
   ASSERT_TRUE(runner.Run().ok());
   CheckpointManager m(dir, 2, "t-1");
   std::vector<CheckpointManifest> all = m.List();
@@ -243,6 +245,25 @@ TEST(JobRunnerCheckpointTest, PeriodicAndFinalCheckpointsKeepTheNewest) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/joblog"));
 }
 
+// The time trigger (every_seconds) reads the job's clock
+// (JobRunnerOptions::now), not the wall: frozen, only the final checkpoint
+// is taken; moving an hour per reading, one is due at every chance.
+TEST(JobRunnerCheckpointTest, TheTimeTriggerRunsOnTheJobsClock) {
+  auto checkpoints = [](const std::string& name, absl::Duration tick) {
+    Cluster c;
+    JobSpec spec = WithCheckpoints(FreshDir(name), 0, 2);
+    spec.checkpoint.every_seconds = 60;
+    JobRunnerOptions o = FastRetries();
+    auto now = std::make_shared<absl::Time>(absl::FromUnixSeconds(1'700'000'000));
+    o.now = [now, tick] { return *now += tick; };
+    JobRunner runner("t-1", ForWorkers(spec, 1), {&c.ps0, &c.ps1}, {&c.w0}, o);
+    EXPECT_TRUE(runner.Run().ok());
+    return runner.Status().checkpoints();
+  };
+  EXPECT_EQ(checkpoints("frozen-clock", absl::ZeroDuration()), 1);
+  EXPECT_GE(checkpoints("hourly-clock", absl::Hours(1)), 4);
+}
+
 TEST(JobRunnerCheckpointTest, ANewJobOnTheSameDirectoryResumesWhereTheLastStopped) {
   const std::string dir = FreshDir("resume");
   {
@@ -250,14 +271,15 @@ TEST(JobRunnerCheckpointTest, ANewJobOnTheSameDirectoryResumesWhereTheLastStoppe
     // Fails for good in epoch 1, after some checkpoints.
     JobSpec spec = WithCheckpoints(dir, 3, 2);
     c.w0.fail_after_ = 6;
-    JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+    JobRunner runner("t-1", ForWorkers(spec, 1), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
     EXPECT_FALSE(runner.Run().ok());
   }
   CheckpointManager m(dir, 2, "t-1");
   ASSERT_FALSE(m.List().empty());
   const CheckpointManifest last = m.List()[0];
   Cluster c;
-  JobRunner runner("t-2", WithCheckpoints(dir, 3, 2), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+  JobRunner runner("t-2", ForWorkers(WithCheckpoints(dir, 3, 2), 1), {&c.ps0, &c.ps1}, {&c.w0},
+                   FastRetries());
   ASSERT_TRUE(runner.Run().ok());
   JobStatusProto s = runner.Status();
   EXPECT_EQ(s.resumed_from_checkpoint(), last.checkpoint_id());
@@ -280,7 +302,8 @@ TEST(JobRunnerCheckpointTest, ARestartedCoordinatorCountsTheStepsPastTheCheckpoi
     // newest checkpoint.
     Cluster c;
     c.w0.fail_after_ = 7;
-    JobRunner runner("t-1", WithCheckpoints(dir, 7, 3), {&c.ps0, &c.ps1}, {&c.w0}, FastRetries());
+    JobRunner runner("t-1", ForWorkers(WithCheckpoints(dir, 7, 3), 1), {&c.ps0, &c.ps1}, {&c.w0},
+                     FastRetries());
     EXPECT_FALSE(runner.Run().ok());
   }
   absl::StatusOr<std::vector<JobLogRecord>> log = ReadJobLog(dir + "/joblog");
@@ -296,7 +319,7 @@ TEST(JobRunnerCheckpointTest, ARestartedCoordinatorCountsTheStepsPastTheCheckpoi
   Cluster c;
   JobRunnerOptions o = FastRetries();
   o.resume = true;
-  JobRunner runner("t-1", WithCheckpoints(dir, 7, 3), {&c.ps0, &c.ps1}, {&c.w0}, o);
+  JobRunner runner("t-1", ForWorkers(WithCheckpoints(dir, 7, 3), 1), {&c.ps0, &c.ps1}, {&c.w0}, o);
   ASSERT_TRUE(runner.Run().ok());
   const JobStatusProto s = runner.Status();
   EXPECT_EQ(s.lost_steps(), done - newest.global_step());
@@ -317,7 +340,8 @@ TEST(JobRunnerCheckpointTest, PsFailureRestoresTheNewestCheckpointAndFinishes) {
   c.w0.on_closure_ = [&](int n) {
     if (n == 5) health.Trigger(3);
   };
-  JobRunner runner("t-1", WithCheckpoints(FreshDir("psfail"), 3, 2), {&c.ps0, &c.ps1}, {&c.w0}, o);
+  JobRunner runner("t-1", ForWorkers(WithCheckpoints(FreshDir("psfail"), 3, 2), 1),
+                   {&c.ps0, &c.ps1}, {&c.w0}, o);
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   JobStatusProto s = runner.Status();
   EXPECT_EQ(s.ps_recoveries(), 1);
@@ -335,7 +359,8 @@ TEST(JobRunnerCheckpointTest, AQuicklyRestartedPsIsNoticedByItsIncarnation) {
   c.w0.on_closure_ = [&](int n) {
     if (n == 5) health.Restart(1);
   };
-  JobRunner runner("t-1", WithCheckpoints(FreshDir("psrestart"), 3, 2), {&c.ps0, &c.ps1}, {&c.w0}, o);
+  JobRunner runner("t-1", ForWorkers(WithCheckpoints(FreshDir("psrestart"), 3, 2), 1),
+                   {&c.ps0, &c.ps1}, {&c.w0}, o);
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   EXPECT_EQ(runner.Status().ps_recoveries(), 1);
   EXPECT_EQ(runner.Status().steps(), 20);
@@ -400,7 +425,7 @@ TEST(JobRunnerTest, AHungWorkerIsDeclaredLostAndItsClosureRunsElsewhere) {
   spec.train.closures_per_worker = 1;
   spec.fault_tolerance.health_check_interval_s = 0.01;
   spec.fault_tolerance.worker_timeout_s = 0.2;
-  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&hanging, &c.w1}, o);
+  JobRunner runner("t-1", ForWorkers(spec, 2), {&c.ps0, &c.ps1}, {&hanging, &c.w1}, o);
   const absl::Time start = absl::Now();
   ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
   // Not before worker_timeout_s, and long before any closure deadline.
@@ -433,7 +458,7 @@ TEST(JobRunnerCheckpointTest, PsThatNeverComesBackFailsTheJob) {
   c.w0.on_closure_ = [&](int n) {
     if (n == 2) health.Trigger(1000000);
   };
-  JobRunner runner("t-1", spec, {&c.ps0, &c.ps1}, {&c.w0}, o);
+  JobRunner runner("t-1", ForWorkers(spec, 1), {&c.ps0, &c.ps1}, {&c.w0}, o);
   absl::Status s = runner.Run();
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("PS 0 did not come back"));

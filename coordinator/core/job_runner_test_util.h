@@ -43,6 +43,14 @@ train: {epochs: 2, steps_per_closure: 3, closures_per_worker: 2}
   return *spec;
 }
 
+// `spec` resolved for `workers` workers, as JobManager resolves a submitted
+// job once (JobRunner takes it resolved).
+inline JobSpec ForWorkers(JobSpec spec, int workers) {
+  absl::Status s = ResolveReplicas(ReplicasFor(spec, workers), &spec);
+  EXPECT_TRUE(s.ok()) << s;
+  return spec;
+}
+
 // A worker that records the splits it ran and fails on demand.
 class FakeWorker : public WorkerClient {
  public:

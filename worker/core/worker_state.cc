@@ -15,6 +15,33 @@ WorkerState::WorkerState(PsClientFactory ps_client_factory,
     : ps_client_factory_(std::move(ps_client_factory)), data_roots_(std::move(data_roots)) {}
 
 absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobResponse* response) {
+  return SetupJob(request, response, /*parsed=*/nullptr);
+}
+
+namespace {
+
+// The job's spec from SetupJob: `parsed` when it is the request's YAML
+// resolved for its replicas, else the YAML parsed and resolved here.
+absl::StatusOr<JobSpec> SpecFor(const SetupJobRequest& request, const JobSpec* parsed) {
+  if (parsed != nullptr && parsed->yaml == request.spec_yaml() &&
+      parsed->replicas == std::max<int64_t>(1, request.replicas())) {
+    return *parsed;
+  }
+  ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(request.spec_yaml(), request.job_id() + ".yaml"));
+  // The batch of this worker's steps depends on the job's replicas when the
+  // spec gives data.global_batch.
+  if (request.replicas() <= 0 && spec.data.global_batch_given) {
+    return absl::InvalidArgumentError(
+        "SetupJob: the job gives data.global_batch but the request names no replicas");
+  }
+  RETURN_IF_ERROR(ResolveReplicas(std::max<int64_t>(1, request.replicas()), &spec));
+  return spec;
+}
+
+}  // namespace
+
+absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobResponse* response,
+                                   const JobSpec* parsed) {
   absl::MutexLock setup_lock(&setup_mu_);
   const std::string fingerprint = request.SerializeAsString();
   {
@@ -35,14 +62,7 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckSwitch(request));
   }
-  ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(request.spec_yaml(), request.job_id() + ".yaml"));
-  // The batch of this worker's steps depends on the job's replicas when the
-  // spec gives data.global_batch.
-  if (request.replicas() <= 0 && spec.data.global_batch_given) {
-    return absl::InvalidArgumentError(
-        "SetupJob: the job gives data.global_batch but the request names no replicas");
-  }
-  RETURN_IF_ERROR(ResolveReplicas(std::max<int64_t>(1, request.replicas()), &spec));
+  ASSIGN_OR_RETURN(JobSpec spec, SpecFor(request, parsed));
   if (data_roots_.has_value()) RETURN_IF_ERROR(CheckDataFiles(spec, *data_roots_));
   std::vector<std::unique_ptr<PsClient>> ps;
   if (spec.strategy == Strategy::kMultiWorkerMirrored) {

@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/job_spec.h"
 #include "common/ps_client.h"
 #include "protos/worker.pb.h"
 #include "worker/core/trainer.h"
@@ -62,6 +63,13 @@ class WorkerState {
   // file's contents).
   absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same, for a worker in the coordinator's process
+  // (client/in_process_worker.h): `parsed` is the job's spec as its caller
+  // parsed and resolved it (the spec is parsed once per process), used
+  // instead of parsing request.spec_yaml again when it is that YAML resolved
+  // for request.replicas; otherwise the request's YAML is parsed as above.
+  absl::Status SetupJob(const SetupJobRequest& request, SetupJobResponse* response,
+                        const JobSpec* parsed) ABSL_LOCKS_EXCLUDED(mu_);
   // FAILED_PRECONDITION if `request.job_id` is not the job set up here (NOOP
   // closures too), plus Trainer::RunClosure's errors.
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response)

@@ -1,0 +1,86 @@
+// HealthWatch: a running job's health-check loop. Every
+// fault_tolerance.health_check_interval_s it checks the PS tasks (through
+// PsRecovery::CheckEveryPs: a PS down or restarted pauses dispatch) and
+// every worker. A worker that does not answer is marked down (dispatch hands
+// it nothing; closure_dispatch.h) until it answers again; one that has
+// failed every check for worker_timeout_s (hung, e.g. SIGSTOPped) is
+// declared lost: its loss is counted (dispatch then re-runs its closures
+// without counting an attempt) and its calls in flight are cancelled, on
+// every pass while it stays lost.
+//
+// Thread-safe: the flags are atomics read by the dispatch threads; Start
+// and Stop are called by the job's thread.
+#ifndef PSCLUSTER_COORDINATOR_CORE_HEALTH_WATCH_H_
+#define PSCLUSTER_COORDINATOR_CORE_HEALTH_WATCH_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "coordinator/core/health_checker.h"
+#include "coordinator/core/worker_client.h"
+
+namespace pscluster {
+
+class HealthWatch {
+ public:
+  struct Options {
+    // Not owned; must outlive the watch. Null: no health checks (Start
+    // starts nothing).
+    HealthChecker* health = nullptr;
+    std::vector<WorkerClient*> workers;  // not owned
+    absl::Duration interval = absl::Seconds(1);
+    absl::Duration worker_timeout = absl::Seconds(60);
+    // One pass over the PS tasks (PsRecovery::CheckEveryPs); null: none.
+    std::function<void()> check_ps;
+    // A worker was declared lost (the job's count and metric).
+    std::function<void()> on_worker_lost;
+    // Records a job event (JobStatusBoard::Event).
+    std::function<void(const std::string& kind, const std::string& message)> event;
+    std::function<absl::Time()> now = [] { return absl::Now(); };
+  };
+
+  explicit HealthWatch(Options options);
+  // Join()s the loop.
+  ~HealthWatch();
+
+  // Starts the loop on its own thread (nothing without a health checker).
+  // REQUIRES: called at most once, from the thread that calls Join.
+  void Start();
+  // Tells the loop to stop (it ends after its current pass and wait);
+  // dispatch threads waiting for a down worker stop waiting. Idempotent.
+  void Stop();
+  // Stop(), then waits for the loop to end. Idempotent.
+  void Join();
+
+  // One pass of the loop (what the thread does every interval).
+  void CheckOnce();
+
+  // For DispatchOptions (closure_dispatch.h): worker `w` is down, the times
+  // it was declared lost, and the loop stopped.
+  std::atomic<bool>* worker_down(int w) { return &worker_down_[w]; }
+  std::atomic<int64_t>* worker_losses(int w) { return &worker_losses_[w]; }
+  const std::atomic<bool>* stopped() const { return &stop_; }
+
+ private:
+  const Options options_;
+  std::unique_ptr<std::atomic<bool>[]> worker_down_;
+  std::unique_ptr<std::atomic<int64_t>[]> worker_losses_;
+  std::atomic<bool> stop_{false};
+  // The loop's own state (only CheckOnce touches it, on one thread at a
+  // time): when each worker began failing its checks (InfiniteFuture while
+  // it answers), and whether it is declared lost.
+  std::vector<absl::Time> down_since_;
+  std::vector<bool> lost_;
+  std::thread thread_;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_COORDINATOR_CORE_HEALTH_WATCH_H_
