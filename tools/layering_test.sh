@@ -12,7 +12,7 @@ fail() {
 # The repository: the real path of the checker (a runfiles symlink into it).
 REPO="$(dirname "$(dirname "$(readlink -f "$CHECK")")")"
 [[ -d "$REPO/common" && -d "$REPO/ps/core" ]] || fail "no repository at $REPO"
-python3 "$CHECK" "$REPO" || fail "an include in the repository crosses a layer (above)"
+python3 "$CHECK" "$REPO" || fail "an include or a BUILD dep of the repository crosses a layer, or a package is public (above)"
 
 # A scratch tree: one clean file per layer, then one wrong include at a time.
 tree="$TMP/tree"
