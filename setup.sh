@@ -22,6 +22,8 @@ PACKAGES=(
   # TLS: libcrypto checks certificates at start-up; psctl local --tls and the
   # security tests make their certificates with the openssl command
   libssl-dev openssl
+  # The pscluster Python package (python/): its pybind11 extension, and pytest
+  python3-dev pybind11-dev python3-pytest
 )
 
 installed() {
@@ -111,4 +113,43 @@ setup: no CUDA toolkit found (looked for \$CUDA_HOME/bin/nvcc${CUDA_HOME:+ = $CU
        For the CUDA backend, install the toolkit (nvcc, cudart, cuBLAS) from NVIDIA into
        /usr/local/cuda or set CUDA_HOME, then run ./setup.sh and bazel build again.
 MSG
+fi
+
+# --- the pscluster Python package (python/, README "Python and C++ job client")
+# Builds the extension _pscluster.so (against Debian's python3-dev) and the
+# servers Cluster.local starts, then puts python/ and the extension's
+# directory on the path of every python3 of the same version (Debian's, and
+# the one first on PATH) with a pscluster.pth file in its site-packages, so
+# `import pscluster` works from any directory. PSCLUSTER_NO_PYTHON=1 skips
+# this.
+if [[ "${PSCLUSTER_NO_PYTHON:-0}" == "0" ]]; then
+  repo="$(cd "$(dirname "$0")" && pwd)"
+  if ! (cd "$repo" && bazel build --noshow_progress \
+      //python:_pscluster.so //ps:ps_server //worker:worker_server //coordinator); then
+    # Not fatal: the test run that follows reports the build error as such.
+    echo "setup: could not build the Python extension (above); pscluster is not importable" >&2
+  fi
+  ext_dir="$(cd "$repo" && bazel info bazel-bin 2>/dev/null)/python"
+  want="$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  pth_done=()
+  for py in /usr/bin/python3 "$(command -v python3 || true)"; do
+    [[ -n "$py" && -x "$py" ]] || continue
+    version="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    if [[ "$version" != "$want" ]]; then
+      echo "setup: $py is Python $version, not $want (the extension's): not installing pscluster for it" >&2
+      continue
+    fi
+    site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    [[ " ${pth_done[*]} " == *" $site "* ]] && continue
+    pth_done+=("$site")
+    pth="$site/pscluster.pth"
+    content="$(printf '%s\n%s' "$repo/python" "$ext_dir")"
+    if [[ -f "$pth" && "$(cat "$pth")" == "$content" ]]; then
+      echo "setup: pscluster is importable by $py ($pth)"
+    elif mkdir -p "$site" 2>/dev/null && printf '%s\n' "$content" > "$pth" 2>/dev/null; then
+      echo "setup: pscluster is importable by $py (wrote $pth)"
+    else
+      echo "setup: cannot write $pth; use PYTHONPATH=$repo/python:$ext_dir" >&2
+    fi
+  done
 fi
