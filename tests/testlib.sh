@@ -22,9 +22,19 @@ fail() {
 }
 
 STARTED_PIDS=()
+# The session of process $1 (field 6 of /proc/PID/stat, counted after the
+# command name, which may hold spaces); empty when it is gone.
+testlib_session() { sed -E 's/^.*\) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f4; }
 testlib_cleanup() {
-  local pid
-  for pid in "${STARTED_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  local pid own
+  own="$(testlib_session $$)"
+  for pid in "${STARTED_PIDS[@]}"; do
+    # A pid that already exited may belong to another process by now (pid_max
+    # is 32768 here, and a build spawns thousands): only processes of this
+    # test's session are its own (servers change process group, not session).
+    [[ -n "$own" && "$(testlib_session "$pid")" == "$own" ]] || continue
+    kill -9 "$pid" 2>/dev/null || true
+  done
 }
 trap testlib_cleanup EXIT
 
