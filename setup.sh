@@ -24,6 +24,11 @@ PACKAGES=(
   libssl-dev openssl
   # The pscluster Python package (python/): its pybind11 extension, and pytest
   python3-dev pybind11-dev python3-pytest
+  # TensorBoard event files (common/tfrecord.h): CRC32C from ISA-L
+  libisal-dev
+  # psctl export --format onnx: ONNX's protobuf schema; its test runs the
+  # model with onnxruntime (PyPI, below) on numpy
+  libonnx-dev python3-numpy
 )
 
 installed() {
@@ -87,6 +92,32 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
     -r "$(dirname "$0")/deploy/requirements-deploy.txt"
 fi
 echo "setup: kubernetes-validate $(kubernetes-validate --version)"
+
+# onnxruntime runs exported models in //tests:onnx_export_test; PyPI only
+# (not a Debian 12 package). Pinned in tests/requirements-onnx.txt.
+if ! /usr/bin/python3 -c 'import onnxruntime' >/dev/null 2>&1; then
+  if ((EUID != 0)); then
+    echo "setup: onnxruntime is missing; run ./setup.sh as root" >&2
+    exit 1
+  fi
+  echo "setup: installing onnxruntime (PyPI)"
+  /usr/bin/python3 -m pip install --quiet --break-system-packages \
+    -r "$(dirname "$0")/tests/requirements-onnx.txt"
+fi
+
+# tensorboard: its event-file reader checks the job summaries in
+# //tests:tensorboard_summaries_test, and `tensorboard --logdir` shows them;
+# PyPI only (not a Debian 12 package). Pinned in
+# tests/requirements-tensorboard.txt.
+if ! /usr/bin/python3 -c 'import tensorboard' >/dev/null 2>&1; then
+  if ((EUID != 0)); then
+    echo "setup: tensorboard is missing; run ./setup.sh as root" >&2
+    exit 1
+  fi
+  echo "setup: installing tensorboard (PyPI)"
+  /usr/bin/python3 -m pip install --quiet --break-system-packages \
+    -r "$(dirname "$0")/tests/requirements-tensorboard.txt"
+fi
 command -v kubectl >/dev/null 2>&1 ||
   echo "setup: note: kubectl is missing (not a Debian 12 package): //deploy:k8s_manifests_test will be skipped" >&2
 

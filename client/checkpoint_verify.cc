@@ -162,6 +162,11 @@ StoreTotals Totals(const StatsResponse& stats) {
 
 }  // namespace
 
+absl::StatusOr<JobSpec> CheckpointJobSpec(const std::string& dir, const std::string& job_id,
+                                          std::string* spec_job_id) {
+  return SpecFromLog(dir, job_id, spec_job_id);
+}
+
 absl::StatusOr<CheckpointVerifyReport> VerifyCheckpointDir(const CheckpointVerifyOptions& options) {
   if (options.num_ps < 0) return absl::InvalidArgumentError("--ps must be at least 1");
   std::error_code ec;

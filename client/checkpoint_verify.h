@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "common/job_spec.h"
 #include "protos/checkpoint.pb.h"
 #include "protos/ps.pb.h"
 
@@ -72,6 +73,14 @@ struct CheckpointVerifyReport {
 // says why in `error`. NOT_FOUND if options.dir does not exist or is not a
 // directory; INVALID_ARGUMENT for num_ps < 0.
 absl::StatusOr<CheckpointVerifyReport> VerifyCheckpointDir(const CheckpointVerifyOptions& options);
+
+// The job spec a checkpoint directory's job log (DIR/joblog) records: that
+// of the first JobStarted for `job_id`, else of the log's first JobStarted;
+// sets *spec_job_id to the job it came from. NOT_FOUND without a readable
+// log or a JobStarted record; INVALID_ARGUMENT if the recorded spec does not
+// parse. The reader `checkpoint verify` and `export` share.
+absl::StatusOr<JobSpec> CheckpointJobSpec(const std::string& dir, const std::string& job_id,
+                                          std::string* spec_job_id);
 
 // The report as text: one line per checkpoint directory, then the restore.
 std::string FormatCheckpointVerify(const CheckpointVerifyReport& report);

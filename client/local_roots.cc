@@ -33,13 +33,32 @@ absl::StatusOr<LocalRoots> LocalRootsFor(const JobSpec& spec, const std::string&
         absl::StrCat("cannot create the checkpoint root ", root, ": ", ec.message()));
   }
   ASSIGN_OR_RETURN(roots.checkpoint_root, RealRoot(root, "checkpoint root"));
-  if (!dir.empty()) {
+  if (!spec.checkpoint.dir.empty()) {
     absl::StatusOr<CheckpointLocation> location = ResolveCheckpointDir(roots.checkpoint_root, dir);
     if (!location.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           location.status().message(),
           dir[0] == '/' ? ""
                         : " (psctl local: give a checkpoint.dir outside it as an absolute path)"));
+    }
+  }
+  // The TensorBoard logdir lies under the same root. Without checkpoint.dir
+  // that root is psctl's run directory (temporary, and where the coordinator
+  // keeps the job's default checkpoints), so a logdir asks for a
+  // checkpoint.dir.
+  if (const std::string& logdir = spec.summaries.logdir; !logdir.empty()) {
+    if (dir.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "summaries.logdir '", logdir, "' needs a checkpoint.dir under psctl local: the logdir "
+          "lies under the checkpoint root (checkpoint.dir's parent directory, or the working "
+          "directory for a relative checkpoint.dir); add one"));
+    }
+    absl::StatusOr<std::string> resolved = ResolveSummaryDir(roots.checkpoint_root, logdir);
+    if (!resolved.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          resolved.status().message(),
+          " (psctl local: put summaries.logdir beside checkpoint.dir, or under the working "
+          "directory when checkpoint.dir is relative; a relative logdir is taken from there)"));
     }
   }
   for (const NamedDataFile& file : NamedDataFiles(spec)) {

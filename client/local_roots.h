@@ -28,8 +28,11 @@ struct LocalRoots {
 // checkpoint.dir relative to its root, so it names the same directory as
 // before); for none `<run_dir>/checkpoints` (where the coordinator, with
 // --state_dir, keeps each job's checkpoints in `<root>/<job id>`).
+// summaries.logdir, if set, must lie under that root (relative: taken from
+// it), and needs a checkpoint.dir (the run directory is no place for it).
 // INVALID_ARGUMENT when a relative checkpoint.dir leaves the working
-// directory ("../ckpt": give an absolute path); errors creating the root
+// directory ("../ckpt": give an absolute path), and for a summaries.logdir
+// outside the root or without checkpoint.dir (naming it); errors creating the root
 // with the errno's code.
 absl::StatusOr<LocalRoots> LocalRootsFor(const JobSpec& spec, const std::string& run_dir);
 

@@ -71,5 +71,23 @@ TEST_F(LocalRootsTest, ARelativeDirLeavingTheWorkingDirectoryAsksForAnAbsoluteOn
   EXPECT_THAT(std::string(roots.status().message()), ::testing::HasSubstr("absolute path"));
 }
 
+TEST_F(LocalRootsTest, SummariesLogdirLiesUnderTheCheckpointRoot) {
+  JobSpec spec = Spec(base_ + "/runs/ckpt");
+  spec.summaries.logdir = base_ + "/runs/tb";
+  EXPECT_TRUE(LocalRootsFor(spec, base_ + "/run").ok());
+  spec.summaries.logdir = "tb";  // relative: under the root, base_/runs
+  EXPECT_TRUE(LocalRootsFor(spec, base_ + "/run").ok());
+  spec.summaries.logdir = base_ + "/elsewhere/tb";
+  absl::StatusOr<LocalRoots> roots = LocalRootsFor(spec, base_ + "/run");
+  ASSERT_FALSE(roots.ok());
+  EXPECT_EQ(roots.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(roots.status().message()), ::testing::HasSubstr("summaries.logdir"));
+  spec = Spec("");
+  spec.summaries.logdir = base_ + "/runs/tb";
+  roots = LocalRootsFor(spec, base_ + "/run");
+  ASSERT_FALSE(roots.ok());
+  EXPECT_THAT(std::string(roots.status().message()), ::testing::HasSubstr("needs a checkpoint.dir"));
+}
+
 }  // namespace
 }  // namespace pscluster

@@ -49,7 +49,7 @@ int RunOneDevice(const JobSpec& spec_in, const LocalRunOptions& options) {
   // the checkpoints confined as a cluster's (client/local_roots.h).
   VariableStore::Options store_options;
   JobRunnerOptions runner_options;
-  if (!spec.checkpoint.dir.empty()) {
+  if (!spec.checkpoint.dir.empty() || !spec.summaries.logdir.empty()) {
     absl::StatusOr<LocalRoots> roots = LocalRootsFor(spec, /*run_dir=*/"");
     if (!roots.ok()) {
       std::cerr << "psctl: " << roots.status().message() << "\n";

@@ -14,7 +14,8 @@ namespace {
 constexpr char kDescription[] =
     "psctl: the pscluster command line. Runs a training job on a local cluster of child\n"
     "processes (local), or talks to a running coordinator (submit, status, watch, cancel,\n"
-    "list, describe, logs), or checks a checkpoint directory (checkpoint verify).";
+    "list, describe, logs), or checks a checkpoint directory (checkpoint verify) or exports\n"
+    "its model (export).";
 
 constexpr char kEnvironmentHelp[] =
     "Environment:\n"
@@ -167,6 +168,20 @@ void AddCheckpoint(CLI::App* app, PsctlCommandLine* cl) {
   AddOutput(verify, cl);
 }
 
+void AddExport(CLI::App* app, PsctlCommandLine* cl) {
+  CLI::App* exp = AddCommand(
+      app, "export",
+      "Write the model of DIR's newest good checkpoint as a model file (--format onnx); exits "
+      "2 for a model it cannot export, naming what");
+  exp->add_option("DIR", cl->argument, "the job's checkpoint.dir")->required();
+  exp->add_option("--format", cl->export_format, "the model file's format (default: onnx)")
+      ->check(CLI::IsMember({"onnx"}))
+      ->type_name("onnx");
+  exp->add_option("-o,--output", cl->export_path, "the model file to write")
+      ->required()
+      ->type_name("FILE");
+}
+
 }  // namespace
 
 std::unique_ptr<CLI::App> BuildPsctlApp(PsctlCommandLine* cl,
@@ -186,6 +201,7 @@ std::unique_ptr<CLI::App> BuildPsctlApp(PsctlCommandLine* cl,
   AddLocal(app.get(), cl);
   AddRemote(app.get(), cl, coordinator_default);
   AddCheckpoint(app.get(), cl);
+  AddExport(app.get(), cl);
   return app;
 }
 

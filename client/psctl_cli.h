@@ -1,5 +1,5 @@
 // psctl's command line, on CLI11: the subcommands (local, submit, status,
-// watch, cancel, list, describe, logs, checkpoint verify), their flags, help
+// watch, cancel, list, describe, logs, checkpoint verify, export), their flags, help
 // and version, parsed into one PsctlCommandLine. The same builder serves
 // psctl_main.cc and psctl_cli_test.cc.
 //
@@ -26,10 +26,10 @@ namespace pscluster {
 // What the user asked for.
 struct PsctlCommandLine {
   // "local", "submit", "status", "watch", "cancel", "list", "describe",
-  // "logs" or "checkpoint verify".
+  // "logs", "checkpoint verify" or "export".
   std::string command;
   // JOB.yaml (local, submit), JOB_ID (status: optional; watch, cancel,
-  // describe, logs) or DIR (checkpoint verify).
+  // describe, logs) or DIR (checkpoint verify, export).
   std::string argument;
   // -o/--output: table (alias text), json or yaml.
   OutputFormat output = OutputFormat::kText;
@@ -48,6 +48,9 @@ struct PsctlCommandLine {
   // `checkpoint verify --ps N`: PS to restore into; 0 (not given): as many
   // as saved the checkpoint.
   int verify_ps = 0;
+  // `export DIR --format onnx -o FILE`: the model file's format and path.
+  std::string export_format = "onnx";
+  std::string export_path;
 };
 
 // Builds the CLI11 app whose parse fills `*command_line` (not owned; must

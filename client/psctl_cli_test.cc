@@ -115,6 +115,19 @@ TEST(PsctlCliTest, CheckpointVerify) {
   EXPECT_EQ(as_saved.verify_ps, 0);
 }
 
+TEST(PsctlCliTest, Export) {
+  PsctlCommandLine cl;
+  ASSERT_EQ(Parse({"export", "/ckpt", "--format", "onnx", "-o", "model.onnx"}, &cl), -1);
+  EXPECT_EQ(cl.command, "export");
+  EXPECT_EQ(cl.argument, "/ckpt");
+  EXPECT_EQ(cl.export_format, "onnx");
+  EXPECT_EQ(cl.export_path, "model.onnx");
+
+  PsctlCommandLine no_file, other_format;
+  EXPECT_EQ(Parse({"export", "/ckpt"}, &no_file), 2);
+  EXPECT_EQ(Parse({"export", "/ckpt", "--format", "savedmodel", "-o", "m"}, &other_format), 2);
+}
+
 TEST(PsctlCliTest, LogLevelIsGlobal) {
   PsctlCommandLine before;
   ASSERT_EQ(Parse({"--log_level", "debug", "local", "job.yaml"}, &before), -1);

@@ -5,6 +5,7 @@
 //   psctl submit JOB.yaml | status [JOB_ID] | watch JOB_ID | cancel JOB_ID |
 //         list | describe JOB_ID | logs JOB_ID  [--coordinator HOST:PORT]
 //   psctl checkpoint verify DIR [--ps N]
+//   psctl export DIR --format onnx -o FILE
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/checkpoint_verify.h"
 #include "client/exit_codes.h"
+#include "client/onnx_export.h"
 #include "client/local_run.h"
 #include "client/one_device.h"
 #include "client/output_format.h"
@@ -92,6 +94,29 @@ int CheckpointVerify(const std::string& dir, int num_ps, OutputFormat output) {
   return kExitOk;
 }
 
+// `export DIR --format onnx -o FILE`: exit 0 when written; 2 for a model it
+// refuses, a missing directory or checkpoint, or an unwritable FILE; 1 when
+// no checkpoint restores.
+int Export(const std::string& dir, const std::string& path) {
+  absl::StatusOr<OnnxExportReport> report = ExportOnnx(dir, path);
+  if (!report.ok()) {
+    const absl::Status& s = report.status();
+    std::fprintf(stderr, "psctl: cannot export %s: %s\n", dir.c_str(),
+                 std::string(s.message()).c_str());
+    return absl::IsUnimplemented(s) || absl::IsNotFound(s) || absl::IsInvalidArgument(s) ||
+                   absl::IsPermissionDenied(s)
+               ? kExitUsage
+               : kExitJobFailed;
+  }
+  std::printf("exported checkpoint %lld of job %s to %s (onnx, %lld nodes, %lld bytes): input "
+              "[batch, %lld] -> logits, predictions [batch, %lld]\n",
+              static_cast<long long>(report->checkpoint_id), report->job_id.c_str(),
+              report->path.c_str(), static_cast<long long>(report->nodes),
+              static_cast<long long>(report->bytes), static_cast<long long>(report->inputs),
+              static_cast<long long>(report->outputs));
+  return kExitOk;
+}
+
 // The bearer token in `path`: its first non-empty line, with a `USER:`
 // prefix dropped (so the coordinator's tokens file of one user works too).
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -127,6 +152,7 @@ int Main(int argc, char** argv) {
   if (cl.command == "checkpoint verify") {
     return CheckpointVerify(cl.argument, cl.verify_ps, cl.output);
   }
+  if (cl.command == "export") return Export(cl.argument, cl.export_path);
   if (cl.coordinator.empty()) {
     std::fprintf(stderr, "psctl: %s needs --coordinator HOST:PORT (or PSCTL_COORDINATOR)\n",
                  cl.command.c_str());

@@ -52,4 +52,23 @@ absl::StatusOr<CheckpointLocation> ResolveCheckpointDir(const std::string& check
   return location;
 }
 
+absl::StatusOr<std::string> ResolveSummaryDir(const std::string& checkpoint_root,
+                                              const std::string& logdir) {
+  absl::StatusOr<std::string> real_root = RealRoot(checkpoint_root, "--checkpoint_root");
+  if (!real_root.ok()) {
+    return absl::Status(real_root.status().code(),
+                        absl::StrCat("summaries.logdir '", logdir,
+                                     "' asks for TensorBoard summaries, which go under the "
+                                     "checkpoint root, but ",
+                                     real_root.status().message()));
+  }
+  absl::StatusOr<std::string> real = ResolveUnderRoot(checkpoint_root, "--checkpoint_root", logdir);
+  if (!real.ok()) {
+    return absl::Status(real.status().code(),
+                        absl::StrCat("summaries.logdir: ", real.status().message(),
+                                     "; a relative summaries.logdir is taken relative to it"));
+  }
+  return *std::move(real);
+}
+
 }  // namespace pscluster

@@ -1,5 +1,5 @@
 // Where a job may read and write: its data files confined to the data roots
-// and its checkpoint directory to the checkpoint root, the policy of the
+// and its checkpoint directory (and TensorBoard logdir) to the checkpoint root, the policy of the
 // coordinator (checked when a job is submitted) and of every worker (checked
 // again at SetupJob). Built on common/confined_path.h.
 //
@@ -49,6 +49,16 @@ struct CheckpointLocation {
 // is not a valid checkpoint name (ValidateCheckpointName).
 absl::StatusOr<CheckpointLocation> ResolveCheckpointDir(const std::string& checkpoint_root,
                                                         const std::string& dir);
+
+// A job's summaries.logdir (TensorBoard event files) confined to
+// `checkpoint_root` as checkpoint.dir is: relative to the root, or absolute
+// under it. Returns its real path (the directory need not exist yet).
+// FAILED_PRECONDITION when `checkpoint_root` is empty or missing (naming
+// summaries.logdir and --checkpoint_root); INVALID_ARGUMENT naming
+// summaries.logdir, the path, the root and the flag when it resolves
+// outside.
+absl::StatusOr<std::string> ResolveSummaryDir(const std::string& checkpoint_root,
+                                              const std::string& logdir);
 
 }  // namespace pscluster
 

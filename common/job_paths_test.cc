@@ -128,5 +128,26 @@ TEST_F(JobPathsTest, NoCheckpointRootRefusesCheckpoints) {
   EXPECT_THAT(std::string(loc.status().message()), HasSubstr("--checkpoint_root"));
 }
 
+TEST_F(JobPathsTest, SummaryLogdirIsConfinedLikeCheckpoints) {
+  absl::StatusOr<std::string> relative = ResolveSummaryDir(ckpt_, "runs/tb");
+  ASSERT_TRUE(relative.ok()) << relative.status();
+  EXPECT_EQ(*relative, ckpt_ + "/runs/tb");
+  absl::StatusOr<std::string> absolute = ResolveSummaryDir(ckpt_, ckpt_ + "/tb");
+  ASSERT_TRUE(absolute.ok()) << absolute.status();
+  EXPECT_EQ(*absolute, ckpt_ + "/tb");
+  for (const std::string& logdir :
+       {std::string("/tmp/elsewhere"), std::string("../private"), ckpt_ + "/escape/tb"}) {
+    absl::StatusOr<std::string> out = ResolveSummaryDir(ckpt_, logdir);
+    ASSERT_FALSE(out.ok()) << logdir;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("summaries.logdir"));
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr(logdir));
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("--checkpoint_root"));
+  }
+  absl::StatusOr<std::string> no_root = ResolveSummaryDir("", "tb");
+  EXPECT_EQ(no_root.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(no_root.status().message()), HasSubstr("summaries.logdir"));
+}
+
 }  // namespace
 }  // namespace pscluster

@@ -260,6 +260,15 @@ void ParseCheckpoint(const YAML::Node& n, CheckpointSpec* c) {
   }
 }
 
+void ParseSummaries(const YAML::Node& n, SummarySpec* s) {
+  CheckKeys(n, "summaries", {"logdir", "every_steps"});
+  s->logdir = Str(Required(n, "logdir", "summaries"), "summaries.logdir");
+  if (s->logdir.empty()) Fail(n["logdir"], "summaries.logdir must not be empty");
+  if (n["every_steps"]) {
+    s->every_steps = Int(n["every_steps"], "summaries.every_steps", 0, JobLimits::kMaxExamples);
+  }
+}
+
 void ParseFaultTolerance(const YAML::Node& n, FaultToleranceSpec* f) {
   CheckKeys(n, "fault_tolerance", {"max_attempts", "ps_recovery_timeout_s", "health_check_interval_s",
                                    "worker_timeout_s"});
@@ -291,7 +300,8 @@ JobSpec ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) Fail(root, "the job spec is empty");
   CheckKeys(root, "the job spec",
             {"name", "strategy", "device", "devices", "seed", "model", "optimizer",
-             "variable_partitioner", "data", "train", "checkpoint", "fault_tolerance"});
+             "variable_partitioner", "data", "train", "checkpoint", "summaries",
+             "fault_tolerance"});
   JobSpec spec;
   spec.name = root["name"] ? Str(root["name"], "name") : "job";
   if (YAML::Node s = root["strategy"]) {
@@ -331,6 +341,7 @@ JobSpec ParseRoot(const YAML::Node& root) {
   CheckInputs(root, spec);
   if (root["train"]) ParseTrain(root["train"], &spec.train);
   if (root["checkpoint"]) ParseCheckpoint(root["checkpoint"], &spec.checkpoint);
+  if (root["summaries"]) ParseSummaries(root["summaries"], &spec.summaries);
   if (root["fault_tolerance"]) ParseFaultTolerance(root["fault_tolerance"], &spec.fault_tolerance);
   // What a worker holds per layer for one batch. Each factor is bounded
   // above, so the product does not overflow.

@@ -277,6 +277,21 @@ struct CheckpointSpec {
   double retry_backoff_s = 1;
 };
 
+// summaries: TensorBoard event files of the job, written by the coordinator
+// (coordinator/core/job_summaries.h has the tags).
+struct SummarySpec {
+  // The directory of the event files (`tensorboard --logdir` it), confined
+  // to the coordinator's checkpoint root as checkpoint.dir is: relative to
+  // the root, or absolute under it (common/job_paths.h, ResolveSummaryDir).
+  // Empty: no summaries.
+  std::string logdir;
+  // The training loss (and learning rate, throughput) every this many
+  // training steps, at the end of the first closure that reaches them; 0:
+  // once per epoch only. Eval metrics, per-PS bytes and checkpoints are
+  // written when they happen.
+  int64_t every_steps = 100;
+};
+
 struct FaultToleranceSpec {
   // Runs of one closure before the job fails.
   int64_t max_attempts = 5;
@@ -309,6 +324,7 @@ struct JobSpec {
   DataSpec data;
   TrainSpec train;
   CheckpointSpec checkpoint;
+  SummarySpec summaries;
   FaultToleranceSpec fault_tolerance;
   // The YAML this spec was parsed from; workers receive it verbatim.
   std::string yaml;

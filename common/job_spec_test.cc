@@ -166,6 +166,31 @@ TEST(JobSpecTest, WorkerTimeout) {
   }
 }
 
+TEST(JobSpecTest, Summaries) {
+  auto spec = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->summaries.logdir.empty());
+  spec = ParseJobSpec(std::string(kGood) + "summaries: {logdir: tb/run1, every_steps: 50}\n",
+                      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->summaries.logdir, "tb/run1");
+  EXPECT_EQ(spec->summaries.every_steps, 50);
+  spec = ParseJobSpec(std::string(kGood) + "summaries: {logdir: tb}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->summaries.every_steps, 100);
+  for (const auto& [fields, message] : std::vector<std::pair<std::string, std::string>>{
+           {"{every_steps: 5}", "missing required key 'logdir'"},
+           {"{logdir: ''}", "summaries.logdir must not be empty"},
+           {"{logdir: tb, every_steps: -1}", "summaries.every_steps must be >= 0"},
+           {"{logdir: tb, flush_secs: 5}", "unknown key 'flush_secs' in summaries"},
+           {"tb", "summaries must be a mapping"}}) {
+    auto bad = ParseJobSpec(std::string(kGood) + "summaries: " + fields + "\n", "bad.yaml");
+    ASSERT_FALSE(bad.ok()) << fields;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("bad.yaml:16:")) << fields;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(message)) << fields;
+  }
+}
+
 TEST(JobSpecTest, MissingFileIsNotFound) {
   auto spec = LoadJobSpec("/nonexistent/job.yaml");
   EXPECT_TRUE(absl::IsNotFound(spec.status()));

@@ -66,6 +66,9 @@ absl::Status AdmitJobPaths(const JobSpec& spec, const std::string& checkpoint_ro
   if (!spec.checkpoint.dir.empty()) {
     RETURN_IF_ERROR(ResolveCheckpointDir(checkpoint_root, spec.checkpoint.dir).status());
   }
+  if (!spec.summaries.logdir.empty()) {
+    RETURN_IF_ERROR(ResolveSummaryDir(checkpoint_root, spec.summaries.logdir).status());
+  }
   return absl::OkStatus();
 }
 

@@ -42,12 +42,13 @@ absl::Status AdmitJob(const JobSpec& spec, int num_ps, int64_t ps_memory_limit_b
 
 // OK when the job reads and writes only where this coordinator allows
 // (common/job_paths.h): every data file under one of `data_roots`
-// (--data_root), and checkpoint.dir, if set, under `checkpoint_root`
-// (--checkpoint_root; relative to it when relative).
+// (--data_root), and checkpoint.dir and summaries.logdir, if set, under
+// `checkpoint_root` (--checkpoint_root; relative to it when relative).
 // INVALID_ARGUMENT naming the field, the path and the flag when one lies
 //   outside (nothing is opened: the message holds no file's contents).
 // FAILED_PRECONDITION naming --checkpoint_root when the job sets
-//   checkpoint.dir and the coordinator has no checkpoint root.
+//   checkpoint.dir or summaries.logdir and the coordinator has no checkpoint
+//   root.
 absl::Status AdmitJobPaths(const JobSpec& spec, const std::string& checkpoint_root,
                            const std::vector<std::string>& data_roots);
 

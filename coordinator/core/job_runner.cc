@@ -14,6 +14,7 @@
 #include "common/metrics.h"
 #include "common/backoff.h"
 #include "common/control_auth.h"
+#include "common/job_paths.h"
 #include "common/status_macros.h"
 #include "common/update_lease.h"
 #include "coordinator/core/cluster_health.h"
@@ -131,6 +132,11 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
             o.board = &board_;
             o.health = options_.health != nullptr ? &health_ : nullptr;
             o.metrics = options_.metrics;
+            o.on_train_closure = [this](int64_t steps, int64_t examples, double loss_sum) {
+              if (summaries_ != nullptr) {
+                summaries_->TrainClosure(steps, examples, loss_sum, ExamplesPerSec());
+              }
+            };
             o.now = options_.now;
             return o;
           }(),
@@ -166,6 +172,27 @@ std::pair<int64_t, int64_t> JobRunner::StepsCounted() const {
   std::pair<int64_t, int64_t> counted;
   board_.Read([&](const JobStatusProto& s) { counted = {s.steps(), s.lost_steps()}; });
   return counted;
+}
+
+double JobRunner::ExamplesPerSec() const {
+  double examples_per_sec = 0;
+  board_.Read([&](const JobStatusProto& s) { examples_per_sec = s.examples_per_sec(); });
+  return examples_per_sec;
+}
+
+absl::Status JobRunner::OpenSummaries() {
+  if (spec_.summaries.logdir.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string logdir,
+                   ResolveSummaryDir(options_.checkpoint_root, spec_.summaries.logdir));
+  JobSummaries::Options o;
+  o.logdir = logdir;
+  o.every_steps = spec_.summaries.every_steps;
+  o.optimizer = spec_.optimizer;
+  o.now = options_.now;
+  o.on_error = [this](const std::string& message) { board_.Event("summaries_failed", message); };
+  ASSIGN_OR_RETURN(summaries_, JobSummaries::Create(std::move(o)));
+  Event("summaries", "TensorBoard summaries in " + summaries_->path());
+  return absl::OkStatus();
 }
 
 void JobRunner::Cancel() { phases_.Cancel(absl::CancelledError("job cancelled")); }
@@ -387,6 +414,7 @@ absl::Status JobRunner::Prepare(DataSizes* data) {
     }
     return s;
   };
+  if (absl::Status s = OpenSummaries(); !s.ok()) return invalid_input(s);
   if (absl::Status s = PrepareVariables(); !s.ok()) return invalid_input(s);
   ps_recovery_.NoteStateIncarnations();
   if (absl::Status s = SetupWorkers(data); !s.ok()) return invalid_input(s);
@@ -438,6 +466,17 @@ absl::Status JobRunner::RunEpochs(const DataSizes& data) {
       if (!std::isnan(auc)) r.set_eval_auc(auc);
     }
     phases_.FinishEpoch(r);
+    if (summaries_ != nullptr) {
+      // What each PS holds now (no closure is in flight); none when a PS
+      // is down (its Stats would hold the job for a whole deadline).
+      const std::vector<bool> up = ps_recovery_.Answering();
+      std::vector<PsLoad> ps;
+      if (std::all_of(up.begin(), up.end(), [](bool u) { return u; })) {
+        absl::StatusOr<DescribeJobResponse> described = Describe();
+        if (described.ok()) ps.assign(described->ps().begin(), described->ps().end());
+      }
+      summaries_->EpochFinished(StepsCounted().first, r, ExamplesPerSec(), ps);
+    }
     Event("epoch",
           absl::StrCat("epoch ", epoch + 1, "/", spec_.train.epochs, " finished: train loss ",
                        absl::SixDigits(r.train_loss()), ", eval accuracy ",

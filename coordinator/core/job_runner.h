@@ -98,6 +98,7 @@
 #include "coordinator/core/health_checker.h"
 #include "coordinator/core/health_watch.h"
 #include "coordinator/core/job_status_board.h"
+#include "coordinator/core/job_summaries.h"
 #include "coordinator/core/phase_runner.h"
 #include "coordinator/core/ps_recovery.h"
 #include "coordinator/core/worker_client.h"
@@ -179,7 +180,9 @@ struct JobRunnerOptions {
 //   failed one means;
 // - PsRecovery (ps_recovery.h): the PS tasks' failures, incarnations, step
 //   accounting and recovery, and the job's housekeeping on them;
-// - HealthWatch (health_watch.h): the health-check loop.
+// - HealthWatch (health_watch.h): the health-check loop;
+// - JobSummaries (job_summaries.h): with `summaries:`, the TensorBoard
+//   scalars, fed where the epochs, closures and checkpoints are recorded.
 // What stays here is the job's sequence (Prepare, the epochs, Finish) and the
 // steps that span parts: taking and restoring checkpoints, and recovering.
 class JobRunner {
@@ -284,6 +287,12 @@ class JobRunner {
   // After a PS failure: PsRecovery::Heal, then the job's counts. REQUIRES:
   // no closure in flight.
   absl::Status RecoverFromPsFailure();
+  // With `summaries:`, opens the run's event file (summaries_).
+  // FAILED_PRECONDITION / INVALID_ARGUMENT when the logdir is outside the
+  // checkpoint root; the file's errors naming it.
+  absl::Status OpenSummaries();
+  // The job's training throughput so far (JobStatus.examples_per_sec).
+  double ExamplesPerSec() const;
   // Restores the newest checkpoint into every PS and takes its position.
   // NOT_FOUND when there is none.
   absl::Status RestorePosition() ABSL_LOCKS_EXCLUDED(mu_);
@@ -308,6 +317,9 @@ class JobRunner {
   prometheus::Gauge* checkpoints_disabled_metric_ = nullptr;
   // Written by Prepare before dispatch starts, never after.
   std::unique_ptr<CheckpointManager> checkpoints_;
+  // The job's TensorBoard summaries (null without `summaries:`); written by
+  // Prepare before dispatch starts, never after.
+  std::unique_ptr<JobSummaries> summaries_;
   VariablePlan plan_;
   SetupJobRequest setup_request_;  // re-sent to a worker that lost the job
   // Set once Prepare has touched the PS tasks (this job's namespace may exist).

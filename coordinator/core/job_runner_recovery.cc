@@ -192,6 +192,11 @@ absl::Status JobRunner::Checkpoint() {
     for (const CheckpointFile& f : committed.files()) bytes += f.bytes();
     options_.metrics->CheckpointCommitted(absl::Now() - save_start, bytes);
   }
+  if (summaries_ != nullptr) {
+    int64_t bytes = 0;
+    for (const CheckpointFile& f : committed.files()) bytes += f.bytes();
+    summaries_->CheckpointCommitted(committed.checkpoint_id(), committed.global_step(), bytes);
+  }
   checkpoint_policy_.Committed(committed.global_step());
   Update([](JobStatusProto* s) { s->set_checkpoints(s->checkpoints() + 1); });
   JobLogRecord rec;
@@ -277,7 +282,9 @@ absl::Status JobRunner::RecoverFromPsFailure() {
     }
   }
   int64_t lost = 0;
+  int64_t steps_after = 0;
   Update([&](JobStatusProto* s) {
+    steps_after = s->steps();
     lost = steps_before - s->steps();
     s->set_ps_recoveries(s->ps_recoveries() + 1);
     s->set_lost_steps(s->lost_steps() + lost);
@@ -288,6 +295,7 @@ absl::Status JobRunner::RecoverFromPsFailure() {
   // (and the steps after it) should reach a checkpoint soon, not only after
   // a backoff that a fast job outruns.
   checkpoint_policy_.ClearBackoff();
+  if (summaries_ != nullptr) summaries_->RolledBack(steps_after);
   if (options_.metrics != nullptr) {
     options_.metrics->PsRecovered();
     options_.metrics->StepsLost(lost);

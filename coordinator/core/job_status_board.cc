@@ -67,7 +67,8 @@ void JobStatusBoard::Event(const std::string& kind, const std::string& message) 
   e.set_kind(kind);
   e.set_message(message);
   if (kind == "failed" || kind == "retry" || kind == "worker_down" || kind == "worker_lost" ||
-      kind == "ps_down" || kind == "checkpoint_failed" || kind == "accounting") {
+      kind == "ps_down" || kind == "checkpoint_failed" || kind == "accounting" ||
+      kind == "summaries_failed") {
     spdlog::warn("job {}: {}: {}", job_id_, kind, message);
   } else {
     spdlog::info("job {}: {}: {}", job_id_, kind, message);

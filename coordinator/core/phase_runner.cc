@@ -201,6 +201,9 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
                                                    const RunClosureResponse& r) {
     bool split_done = false;
     const auto [steps_now, lost_now] = RecordSuccess(mode, c, r, totals, &split_done);
+    if (mode == TRAIN && options_.on_train_closure) {
+      options_.on_train_closure(steps_now, r.examples(), r.loss_sum());
+    }
     // Hold further dispatch for the control loop to take the checkpoint. (A
     // synchronous phase takes it between its splits: pausing one replica
     // would hold the others at the step's barrier.)

@@ -84,6 +84,11 @@ class PhaseRunner {
     HealthWatch* health = nullptr;
     // Job metrics; null: none.
     CoordinatorMetrics* metrics = nullptr;
+    // Called after each training closure is recorded, on its dispatch
+    // thread with no lock of the PhaseRunner held: the job's steps done so
+    // far, and the closure's examples and summed loss (the job's TensorBoard
+    // summaries, job_summaries.h). Null: none.
+    std::function<void(int64_t steps, int64_t examples, double loss_sum)> on_train_closure;
     std::function<absl::Time()> now = [] { return absl::Now(); };
   };
   // The job's side of a phase's control loop.

@@ -469,4 +469,11 @@ void Model::EvalStep(Backend* backend, const std::vector<Tensor>& params,
   }
 }
 
+void Model::Predict(Backend* backend, const std::vector<Tensor>& params, const ModelBatch& batch,
+                    const std::vector<Tensor>& rows, ModelScratch* scratch,
+                    std::vector<float>* outputs) const {
+  const float* logits = Forward(backend, params, batch, rows, /*training=*/false, scratch);
+  outputs->assign(logits, logits + batch.size * outputs_);
+}
+
 }  // namespace pscluster

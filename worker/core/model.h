@@ -132,6 +132,16 @@ class Model {
                 const std::vector<Tensor>& rows, ModelScratch* scratch,
                 StepResult* result) const;
 
+  // Forward only, in inference form (dropout is the identity, batch norm
+  // uses the moving statistics): resizes `outputs` to [batch.size, width of
+  // the last layer] and fills it with the last layer's outputs — the logits
+  // the loss reads (apply softmax or sigmoid for probabilities). For
+  // exports and batch prediction, which must agree with EvalStep.
+  // REQUIRES: as TrainStep.
+  void Predict(Backend* backend, const std::vector<Tensor>& params, const ModelBatch& batch,
+               const std::vector<Tensor>& rows, ModelScratch* scratch,
+               std::vector<float>* outputs) const;
+
  private:
   // One op of the network: one layer of the spec.
   struct Op {
