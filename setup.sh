@@ -93,31 +93,23 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
 fi
 echo "setup: kubernetes-validate $(kubernetes-validate --version)"
 
-# onnxruntime runs exported models in //tests:onnx_export_test; PyPI only
-# (not a Debian 12 package). Pinned in tests/requirements-onnx.txt.
-if ! /usr/bin/python3 -c 'import onnxruntime' >/dev/null 2>&1; then
+# pip_module MODULE REQUIREMENTS: installs REQUIREMENTS (pinned) from PyPI
+# for Debian's python3 unless it already imports MODULE. Only for what
+# Debian 12 does not package.
+pip_module() {
+  /usr/bin/python3 -c "import $1" >/dev/null 2>&1 && return 0
   if ((EUID != 0)); then
-    echo "setup: onnxruntime is missing; run ./setup.sh as root" >&2
+    echo "setup: the Python module $1 is missing; run ./setup.sh as root" >&2
     exit 1
   fi
-  echo "setup: installing onnxruntime (PyPI)"
-  /usr/bin/python3 -m pip install --quiet --break-system-packages \
-    -r "$(dirname "$0")/tests/requirements-onnx.txt"
-fi
-
+  echo "setup: installing $1 (PyPI, $2)"
+  /usr/bin/python3 -m pip install --quiet --break-system-packages -r "$(dirname "$0")/$2"
+}
+# onnxruntime runs exported models in //tests:onnx_export_test.
+pip_module onnxruntime tests/requirements-onnx.txt
 # tensorboard: its event-file reader checks the job summaries in
-# //tests:tensorboard_summaries_test, and `tensorboard --logdir` shows them;
-# PyPI only (not a Debian 12 package). Pinned in
-# tests/requirements-tensorboard.txt.
-if ! /usr/bin/python3 -c 'import tensorboard' >/dev/null 2>&1; then
-  if ((EUID != 0)); then
-    echo "setup: tensorboard is missing; run ./setup.sh as root" >&2
-    exit 1
-  fi
-  echo "setup: installing tensorboard (PyPI)"
-  /usr/bin/python3 -m pip install --quiet --break-system-packages \
-    -r "$(dirname "$0")/tests/requirements-tensorboard.txt"
-fi
+# //tests:tensorboard_summaries_test, and `tensorboard --logdir` shows them.
+pip_module tensorboard tests/requirements-tensorboard.txt
 command -v kubectl >/dev/null 2>&1 ||
   echo "setup: note: kubectl is missing (not a Debian 12 package): //deploy:k8s_manifests_test will be skipped" >&2
 

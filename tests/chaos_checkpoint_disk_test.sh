@@ -36,10 +36,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set"
-done
+require_fashion_mnist "$DATA"
 
 # disk_job FILE CHECKPOINT_DIR ON_FAILURE [MODEL]
 #   MODEL mlp (default): 256 hidden units and Adam, a ~2.4 MB checkpoint;

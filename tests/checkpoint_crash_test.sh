@@ -23,10 +23,7 @@ CKPT="$TMP/ckpt"
 
 
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set"
-done
+require_fashion_mnist "$DATA"
 
 rm -rf "$CKPT"
 write_job "$TMP/job.yaml" name=checkpoint-crash seed=5 \

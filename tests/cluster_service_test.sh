@@ -29,10 +29,7 @@ DATA=/usr/share/datasets/fashion-mnist
 BIN_FLAGS=(--ps_server_bin="$PS_SERVER" --worker_server_bin="$WORKER_SERVER"
            --coordinator_bin="$COORDINATOR")
 unset TF_CONFIG PSCTL_COORDINATOR
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: ./setup.sh installs dataset-fashion-mnist"
-done
+require_fashion_mnist "$DATA"
 
 # fashion_job FILE NAME UNITS LIMIT EPOCHS: a Fashion-MNIST job; UNITS 0 is
 # softmax regression (convex: runs differ by ~0.1 %, so 1 % measures training

@@ -17,10 +17,7 @@ EXAMPLE="$(abs "$5")"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
-done
+require_fashion_mnist "$DATA"
 
 sed -E 's/^( *)epochs: [0-9]+/\1epochs: 1/' "$EXAMPLE" > "$TMP/job.yaml"
 grep -q '^  epochs: 1$' "$TMP/job.yaml" || fail "could not set epochs: 1 in $EXAMPLE"

@@ -32,10 +32,7 @@ DATA=/usr/share/datasets/fashion-mnist
 BIN_FLAGS=(--ps_server_bin="$PS_SERVER" --worker_server_bin="$WORKER_SERVER"
            --coordinator_bin="$COORDINATOR")
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
-done
+require_fashion_mnist "$DATA"
 
 # lr_job FILE STRATEGY LEARNING_RATE GLOBAL_BATCH
 # 12,000 examples, 2 epochs: 94 steps of 128 per epoch.

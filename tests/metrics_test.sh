@@ -26,10 +26,7 @@ for tool in curl promtool prometheus python3; do
   command -v "$tool" > /dev/null ||
     fail "$tool is not installed (./setup.sh installs curl and Debian's prometheus, which brings promtool)"
 done
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing (./setup.sh installs dataset-fashion-mnist)"
-done
+require_fashion_mnist "$DATA"
 
 # Enough epochs to train for well over 10 s on a small machine; the test
 # cancels it (--timeout_s) once it has what it needs.

@@ -18,10 +18,7 @@ COORDINATOR="$(abs "$4")"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
-done
+require_fashion_mnist "$DATA"
 
 write_job "$TMP/diverge.yaml" name=diverge \
   layers="[{dense: {units: 32, activation: relu}}, {dense: {units: 10}}]" \

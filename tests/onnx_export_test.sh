@@ -20,10 +20,7 @@ PREDICT="$(abs "$5")"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
-done
+require_fashion_mnist "$DATA"
 /usr/bin/python3 -c 'import numpy, onnxruntime' 2>/dev/null ||
   fail "python3 cannot import numpy and onnxruntime: run ./setup.sh (python3-numpy, PyPI onnxruntime)"
 

@@ -28,10 +28,7 @@ DATA=/usr/share/datasets/fashion-mnist
 
 
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
-done
+require_fashion_mnist "$DATA"
 
 # local_job FILE EPOCHS TRAIN_LIMIT [STRATEGY]
 local_job() {

@@ -25,10 +25,7 @@ DATA=/usr/share/datasets/fashion-mnist
 BIN_FLAGS=(--ps_server_bin="$PS_SERVER" --worker_server_bin="$WORKER_SERVER"
            --coordinator_bin="$COORDINATOR")
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
-done
+require_fashion_mnist "$DATA"
 python3 -c 'import tensorboard' 2>/dev/null ||
   fail "python3 cannot import tensorboard: run ./setup.sh (it pip-installs tests/requirements-tensorboard.txt)"
 

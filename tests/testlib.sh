@@ -1,5 +1,6 @@
 # Shared helpers of the multi-process tests (sourced, not run).
 #   abs PATH        the absolute path of PATH
+#   require_fashion_mnist DIR   fails unless DIR holds Fashion-MNIST
 #   fail MESSAGE    prints "FAIL: MESSAGE" to stderr and exits 1
 #   STARTED_PIDS    pids to kill -9 when the test exits (append to it)
 #   gone PID        true when PID has exited (or is a zombie)
@@ -15,6 +16,18 @@
 #   write_job FILE KEY=VALUE...  a Fashion-MNIST job (see below)
 
 abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+
+# require_fashion_mnist DIR: fails the test unless DIR holds the four
+# Fashion-MNIST files (Debian's dataset-fashion-mnist, which ./setup.sh
+# installs, puts them in /usr/share/datasets/fashion-mnist).
+require_fashion_mnist() {
+  local f
+  for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
+           t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    [[ -r "$1/$f" ]] ||
+      fail "$1/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
+  done
+}
 
 fail() {
   echo "FAIL: $*" >&2

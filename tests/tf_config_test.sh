@@ -20,10 +20,7 @@ TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
 unset TF_CONFIG
 
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-         t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [[ -r "$DATA/$f" ]] || fail "$DATA/$f is missing: install the Fashion-MNIST data set (./setup.sh installs dataset-fashion-mnist)"
-done
+require_fashion_mnist "$DATA"
 
 # Five distinct free ports: all bound at once, then released.
 read -r PS0 PS1 W0 W1 CHIEF < <(python3 -c '
