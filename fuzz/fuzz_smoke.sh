@@ -87,25 +87,44 @@ fi
 bin="$("${bazel[@]}" info "${flags[@]}" bazel-bin)"
 echo "fuzz_smoke: built in $((SECONDS - start)) s; fuzzing each target for ${seconds} s"
 
-failed=0
+# The targets fuzz side by side, one per core (each is one process), so the
+# step takes about `seconds` per core's share of the targets.
+jobs="$(nproc 2>/dev/null || echo 1)"
 mkdir -p "$work/artifacts"
-for t in "${targets[@]}"; do
-  corpus="$work/corpus/$t"
+fuzz_one() {  # fuzz_one TARGET: runs it; its exit status goes to $work/TARGET.rc
+  local t="$1" corpus="$work/corpus/$1" rc=0
   mkdir -p "$corpus"
   cp -r "fuzz/corpus/${t%_fuzzer}/." "$corpus/"
-  log="$work/$t.log"
-  rc=0
-  t0=$SECONDS
   # -rss_limit_mb / -malloc_limit_mb: a request or file must never make a
   # process allocate gigabytes. -timeout: no input may take 10 s.
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$bin/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$work/artifacts/$t-" \
-      "$corpus" > "$log" 2>&1 || rc=$?
+      "$corpus" > "$work/$t.log" 2>&1 || rc=$?
+  echo "$rc" > "$work/$t.rc"
+}
+t0=$SECONDS
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait || true
+fuzz_seconds=$((SECONDS - t0))
+
+failed=0
+for t in "${targets[@]}"; do
+  corpus="$work/corpus/$t"
+  log="$work/$t.log"
+  rc="$(cat "$work/$t.rc" 2>/dev/null || echo "?")"
   runs="$(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$log" | tail -1 || true)"
   problem=""
-  if ((rc != 0)); then
+  if [[ "$rc" != 0 ]]; then
     problem="exit status $rc"
   fi
   if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|FUZZ_CHECK|SUMMARY: ' "$log"; then
@@ -119,13 +138,14 @@ for t in "${targets[@]}"; do
     keep_work=1
     echo "fuzz_smoke: FAILED $t: $problem; log $log, inputs in $work/artifacts/"
     grep -E -m 20 -A 12 'ERROR:|runtime error:|FUZZ_CHECK|deadly signal' "$log" | head -60 || tail -30 "$log"
-    record "$t" $((SECONDS - t0)) "$problem (log: $log)"
+    record "$t" "$seconds" "$problem (log: $log)"
   else
     cov="$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)"
     echo "fuzz_smoke: $t: $runs, corpus $(ls "$corpus" | wc -l) inputs, $cov"
-    record "$t" $((SECONDS - t0))
+    record "$t" "$seconds"
   fi
 done
+echo "fuzz_smoke: fuzzed ${#targets[@]} targets, $jobs at a time, in $fuzz_seconds s"
 write_junit
 echo "fuzz_smoke: $((${#targets[@]} - failed)) of ${#targets[@]} targets clean, $((SECONDS - start)) s in all"
 ((failed == 0))
