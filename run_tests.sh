@@ -12,6 +12,9 @@ work="$(mktemp -d /tmp/pscluster-tests.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
 # The test targets `bazel test //...` runs (manual ones are skipped by it too).
+# The Python package's pytest suite is one of them, //python:pscluster_test
+# (python/run_pytest.sh): pytest writes its junit XML where Bazel keeps the
+# target's test.xml, so each pytest case counts in the closing line.
 query_rc=0
 bazel query --keep_going 'tests(//...) except attr(tags, "manual", //...)' \
   > "$work/targets" || query_rc=$?

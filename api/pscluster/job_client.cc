@@ -75,6 +75,20 @@ std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
 
+// One unary Coordinator RPC under `timeout`; a failure keeps its code and
+// names the RPC.
+template <typename Request, typename Response>
+absl::StatusOr<Response> Unary(Coordinator::Stub* stub,
+                               grpc::Status (Coordinator::Stub::*method)(grpc::ClientContext*,
+                                                                         const Request&, Response*),
+                               const char* rpc, const Request& request, absl::Duration timeout) {
+  Response response;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, ToChrono(timeout));
+  if (grpc::Status s = (stub->*method)(&ctx, request, &response); !s.ok()) return RpcError(rpc, s);
+  return response;
+}
+
 }  // namespace
 
 JobClient::JobClient(std::string address, absl::Duration rpc_timeout,
@@ -116,13 +130,10 @@ absl::StatusOr<std::string> JobClient::Submit(const std::string& spec_yaml,
   SubmitJobRequest request;
   request.set_spec_yaml(spec_yaml);
   request.set_spec_path(spec_path);
-  SubmitJobResponse response;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, ToChrono(rpc_timeout_));
-  if (grpc::Status s = stub_->SubmitJob(&ctx, request, &response); !s.ok()) {
-    return RpcError("SubmitJob", s);
-  }
-  return response.job_id();
+  absl::StatusOr<SubmitJobResponse> response =
+      Unary(stub_.get(), &Coordinator::Stub::SubmitJob, "SubmitJob", request, rpc_timeout_);
+  if (!response.ok()) return response.status();
+  return response->job_id();
 }
 
 absl::StatusOr<std::string> JobClient::SubmitFile(const std::string& spec_path) {
@@ -134,11 +145,7 @@ absl::StatusOr<std::string> JobClient::SubmitFile(const std::string& spec_path) 
 absl::StatusOr<JobStatusProto> JobClient::Get(const std::string& job_id) {
   GetJobRequest request;
   request.set_job_id(job_id);
-  JobStatusProto job;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, ToChrono(rpc_timeout_));
-  if (grpc::Status s = stub_->GetJob(&ctx, request, &job); !s.ok()) return RpcError("GetJob", s);
-  return job;
+  return Unary(stub_.get(), &Coordinator::Stub::GetJob, "GetJob", request, rpc_timeout_);
 }
 
 absl::StatusOr<JobStatusProto> JobClient::Watch(const std::string& job_id,
@@ -177,35 +184,20 @@ absl::StatusOr<JobStatusProto> JobClient::Watch(const std::string& job_id,
 absl::StatusOr<GetJobEventsResponse> JobClient::Events(const std::string& job_id) {
   GetJobEventsRequest request;
   request.set_job_id(job_id);
-  GetJobEventsResponse response;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, ToChrono(rpc_timeout_));
-  if (grpc::Status s = stub_->GetJobEvents(&ctx, request, &response); !s.ok()) {
-    return RpcError("GetJobEvents", s);
-  }
-  return response;
+  return Unary(stub_.get(), &Coordinator::Stub::GetJobEvents, "GetJobEvents", request,
+               rpc_timeout_);
 }
 
 absl::Status JobClient::Cancel(const std::string& job_id) {
   CancelJobRequest request;
   request.set_job_id(job_id);
-  CancelJobResponse response;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, ToChrono(rpc_timeout_));
-  if (grpc::Status s = stub_->CancelJob(&ctx, request, &response); !s.ok()) {
-    return RpcError("CancelJob", s);
-  }
-  return absl::OkStatus();
+  return Unary(stub_.get(), &Coordinator::Stub::CancelJob, "CancelJob", request, rpc_timeout_)
+      .status();
 }
 
 absl::StatusOr<ListJobsResponse> JobClient::List() {
-  ListJobsResponse response;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, ToChrono(rpc_timeout_));
-  if (grpc::Status s = stub_->ListJobs(&ctx, ListJobsRequest(), &response); !s.ok()) {
-    return RpcError("ListJobs", s);
-  }
-  return response;
+  return Unary(stub_.get(), &Coordinator::Stub::ListJobs, "ListJobs", ListJobsRequest(),
+               rpc_timeout_);
 }
 
 }  // namespace pscluster
