@@ -3,13 +3,24 @@
 #include <isa-l/crc.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace pscluster {
 namespace {
 
 void AppendLittleEndian(uint64_t value, int bytes, std::string* out) {
   for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+uint64_t ReadLittleEndian(const unsigned char* bytes, int width) {
+  uint64_t v = 0;
+  for (int i = 0; i < width; ++i) v |= uint64_t{bytes[i]} << (8 * i);
+  return v;
 }
 
 }  // namespace
@@ -38,6 +49,59 @@ std::string FrameTfRecord(absl::string_view data) {
   out.append(data.data(), data.size());
   AppendLittleEndian(MaskCrc32c(Crc32c(data)), 4, &out);
   return out;
+}
+
+TfRecordReader::TfRecordReader(std::string path, uint64_t max_record_bytes)
+    : path_(std::move(path)), max_record_bytes_(max_record_bytes) {}
+
+TfRecordReader::~TfRecordReader() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+absl::Status TfRecordReader::Fail(absl::Status status) {
+  failed_ = status;
+  return status;
+}
+
+absl::Status TfRecordReader::Next(std::string* data) {
+  if (!failed_.ok()) return failed_;
+  if (file_ == nullptr) {
+    file_ = std::fopen(path_.c_str(), "rbe");
+    if (file_ == nullptr) {
+      return Fail(absl::NotFoundError(
+          absl::StrCat("TFRecord file ", path_, ": cannot open: ", std::strerror(errno))));
+    }
+  }
+  const auto where = [this] { return absl::StrCat("TFRecord file ", path_, ", record at byte ", offset_, ": "); };
+  unsigned char head[12];
+  const size_t got = std::fread(head, 1, sizeof(head), file_);
+  if (got == 0 && std::feof(file_)) return absl::OutOfRangeError(absl::StrCat("end of ", path_));
+  if (got != sizeof(head)) {
+    return Fail(absl::DataLossError(absl::StrCat(where(), "the file ends inside the record's "
+                                                          "length (",
+                                                 got, " of 12 bytes)")));
+  }
+  const uint64_t length = ReadLittleEndian(head, 8);
+  const uint32_t length_crc = static_cast<uint32_t>(ReadLittleEndian(head + 8, 4));
+  if (MaskCrc32c(Crc32c(absl::string_view(reinterpret_cast<char*>(head), 8))) != length_crc) {
+    return Fail(absl::DataLossError(absl::StrCat(where(), "length CRC mismatch")));
+  }
+  if (length > max_record_bytes_) {
+    return Fail(absl::DataLossError(absl::StrCat(where(), "length ", length, " is over the limit of ",
+                                                 max_record_bytes_, " bytes")));
+  }
+  data->resize(length);
+  unsigned char tail[4];
+  if (std::fread(data->data(), 1, length, file_) != length ||
+      std::fread(tail, 1, sizeof(tail), file_) != sizeof(tail)) {
+    return Fail(absl::DataLossError(absl::StrCat(where(), "the file ends inside the record (",
+                                                 length, " data bytes announced)")));
+  }
+  if (MaskCrc32c(Crc32c(*data)) != static_cast<uint32_t>(ReadLittleEndian(tail, 4))) {
+    return Fail(absl::DataLossError(absl::StrCat(where(), "data CRC mismatch")));
+  }
+  offset_ += kTfRecordOverheadBytes + length;
+  return absl::OkStatus();
 }
 
 }  // namespace pscluster

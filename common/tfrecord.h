@@ -11,13 +11,15 @@
 // iSCSI polynomial) comes from ISA-L's crc32_iscsi (libisal-dev), not from
 // code of our own.
 //
-// Thread-safe (pure functions).
+// Thread-safe (pure functions), except TfRecordReader: thread-compatible.
 #ifndef PSCLUSTER_COMMON_TFRECORD_H_
 #define PSCLUSTER_COMMON_TFRECORD_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace pscluster {
@@ -33,6 +35,38 @@ uint32_t MaskCrc32c(uint32_t crc);
 
 // `data` framed as one TFRecord (kTfRecordOverheadBytes + data.size() bytes).
 std::string FrameTfRecord(absl::string_view data);
+
+// Reads the records of one TFRecord file in order, checking both CRCs of
+// each. Memory: one record at a time.
+class TfRecordReader {
+ public:
+  // Records longer than `max_record_bytes` are refused (DATA_LOSS) before
+  // anything is allocated for them: a corrupt length never allocates GBs.
+  explicit TfRecordReader(std::string path, uint64_t max_record_bytes = uint64_t{64} << 20);
+  ~TfRecordReader();
+  TfRecordReader(const TfRecordReader&) = delete;
+  TfRecordReader& operator=(const TfRecordReader&) = delete;
+
+  // The next record's data into `*data`. OUT_OF_RANGE at the file's clean
+  // end; NOT_FOUND if the file cannot be opened; DATA_LOSS naming the file
+  // and the record's byte offset for a bad length CRC, a bad data CRC, an
+  // oversized length or a file that ends inside a record. After an error
+  // other than OUT_OF_RANGE the reader stays failed (the framing is lost).
+  absl::Status Next(std::string* data);
+
+  // Byte offset of the next record (of the failed one, after DATA_LOSS).
+  uint64_t offset() const { return offset_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  absl::Status Fail(absl::Status status);
+
+  const std::string path_;
+  const uint64_t max_record_bytes_;
+  std::FILE* file_ = nullptr;
+  uint64_t offset_ = 0;
+  absl::Status failed_;
+};
 
 }  // namespace pscluster
 

@@ -1,7 +1,10 @@
 #include "common/tfrecord.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -60,6 +63,80 @@ TEST(FrameTfRecordTest, EmptyRecordBytes) {
   EXPECT_EQ(frame.substr(0, 8), std::string(8, '\0'));
   EXPECT_EQ(LittleEndian(frame, 8, 4), MaskCrc32c(Crc32c(std::string(8, '\0'))));
   EXPECT_EQ(frame.substr(12, 4), std::string("\xd8\xea\x82\xa2", 4));
+}
+
+std::string WriteFile(const std::string& name, const std::string& bytes) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+TEST(TfRecordReaderTest, ReadsRecordsInOrderThenEnds) {
+  const std::vector<std::string> records = {"first", "", std::string(100000, 'x'), "last"};
+  std::string bytes;
+  for (const std::string& r : records) bytes += FrameTfRecord(r);
+  TfRecordReader reader(WriteFile("ok.tfrecord", bytes));
+  std::string data;
+  for (const std::string& r : records) {
+    ASSERT_TRUE(reader.Next(&data).ok());
+    EXPECT_EQ(data, r);
+  }
+  EXPECT_EQ(reader.offset(), bytes.size());
+  EXPECT_TRUE(absl::IsOutOfRange(reader.Next(&data)));
+}
+
+TEST(TfRecordReaderTest, EmptyFileIsAnEnd) {
+  TfRecordReader reader(WriteFile("empty.tfrecord", ""));
+  std::string data;
+  EXPECT_TRUE(absl::IsOutOfRange(reader.Next(&data)));
+}
+
+TEST(TfRecordReaderTest, MissingFileIsNotFound) {
+  TfRecordReader reader("/nonexistent/pscluster.tfrecord");
+  std::string data;
+  absl::Status s = reader.Next(&data);
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_NE(s.message().find("/nonexistent/pscluster.tfrecord"), absl::string_view::npos);
+}
+
+TEST(TfRecordReaderTest, BadDataCrcNamesTheOffsetAndSticks) {
+  std::string bytes = FrameTfRecord("good") + FrameTfRecord("flipped");
+  bytes[FrameTfRecord("good").size() + 12] ^= 1;  // the second record's first data byte
+  TfRecordReader reader(WriteFile("crc.tfrecord", bytes));
+  std::string data;
+  ASSERT_TRUE(reader.Next(&data).ok());
+  absl::Status s = reader.Next(&data);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("record at byte 20: data CRC mismatch"), absl::string_view::npos)
+      << s;
+  EXPECT_EQ(reader.Next(&data), s);  // framing lost: the reader stays failed
+}
+
+TEST(TfRecordReaderTest, BadLengthCrcAndOversizedLength) {
+  std::string bytes = FrameTfRecord("abc");
+  bytes[0] ^= 1;
+  TfRecordReader reader(WriteFile("len.tfrecord", bytes));
+  std::string data;
+  absl::Status s = reader.Next(&data);
+  EXPECT_TRUE(absl::IsDataLoss(s));
+  EXPECT_NE(s.message().find("length CRC mismatch"), absl::string_view::npos) << s;
+
+  TfRecordReader small(WriteFile("big.tfrecord", FrameTfRecord(std::string(1000, 'y'))), 999);
+  s = small.Next(&data);
+  EXPECT_TRUE(absl::IsDataLoss(s));
+  EXPECT_NE(s.message().find("over the limit of 999 bytes"), absl::string_view::npos) << s;
+}
+
+TEST(TfRecordReaderTest, TruncatedFiles) {
+  const std::string frame = FrameTfRecord("truncated record");
+  for (size_t cut : {size_t{5}, size_t{12}, size_t{20}, frame.size() - 1}) {
+    TfRecordReader reader(WriteFile("cut.tfrecord", FrameTfRecord("ok") + frame.substr(0, cut)));
+    std::string data;
+    ASSERT_TRUE(reader.Next(&data).ok());
+    absl::Status s = reader.Next(&data);
+    EXPECT_TRUE(absl::IsDataLoss(s)) << cut << ": " << s;
+    EXPECT_NE(s.message().find("the file ends inside"), absl::string_view::npos) << s;
+  }
 }
 
 }  // namespace
