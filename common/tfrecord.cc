@@ -64,6 +64,7 @@ absl::Status TfRecordReader::Fail(absl::Status status) {
 }
 
 absl::Status TfRecordReader::Next(std::string* data) {
+  recoverable_ = false;
   if (!failed_.ok()) return failed_;
   if (file_ == nullptr) {
     file_ = std::fopen(path_.c_str(), "rbe");
@@ -97,10 +98,13 @@ absl::Status TfRecordReader::Next(std::string* data) {
     return Fail(absl::DataLossError(absl::StrCat(where(), "the file ends inside the record (",
                                                  length, " data bytes announced)")));
   }
-  if (MaskCrc32c(Crc32c(*data)) != static_cast<uint32_t>(ReadLittleEndian(tail, 4))) {
-    return Fail(absl::DataLossError(absl::StrCat(where(), "data CRC mismatch")));
-  }
+  const uint64_t at = offset_;
   offset_ += kTfRecordOverheadBytes + length;
+  if (MaskCrc32c(Crc32c(*data)) != static_cast<uint32_t>(ReadLittleEndian(tail, 4))) {
+    recoverable_ = true;
+    return absl::DataLossError(
+        absl::StrCat("TFRecord file ", path_, ", record at byte ", at, ": data CRC mismatch"));
+  }
   return absl::OkStatus();
 }
 

@@ -50,11 +50,18 @@ class TfRecordReader {
   // The next record's data into `*data`. OUT_OF_RANGE at the file's clean
   // end; NOT_FOUND if the file cannot be opened; DATA_LOSS naming the file
   // and the record's byte offset for a bad length CRC, a bad data CRC, an
-  // oversized length or a file that ends inside a record. After an error
-  // other than OUT_OF_RANGE the reader stays failed (the framing is lost).
+  // oversized length or a file that ends inside a record.
+  // A bad data CRC is recoverable (recoverable() true): the length was
+  // checked, so the reader has stepped over the record and the next call
+  // reads the one after. After any other error the framing is lost and the
+  // reader stays failed.
   absl::Status Next(std::string* data);
 
-  // Byte offset of the next record (of the failed one, after DATA_LOSS).
+  // Whether the last DATA_LOSS left the reader able to go on.
+  bool recoverable() const { return recoverable_; }
+
+  // Byte offset of the next record (of the failed one, after an error that
+  // is not recoverable).
   uint64_t offset() const { return offset_; }
   const std::string& path() const { return path_; }
 
@@ -65,6 +72,7 @@ class TfRecordReader {
   const uint64_t max_record_bytes_;
   std::FILE* file_ = nullptr;
   uint64_t offset_ = 0;
+  bool recoverable_ = false;
   absl::Status failed_;
 };
 

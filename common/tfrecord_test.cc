@@ -99,17 +99,22 @@ TEST(TfRecordReaderTest, MissingFileIsNotFound) {
   EXPECT_NE(s.message().find("/nonexistent/pscluster.tfrecord"), absl::string_view::npos);
 }
 
-TEST(TfRecordReaderTest, BadDataCrcNamesTheOffsetAndSticks) {
-  std::string bytes = FrameTfRecord("good") + FrameTfRecord("flipped");
+TEST(TfRecordReaderTest, BadDataCrcNamesTheOffsetAndSkipsTheRecord) {
+  std::string bytes = FrameTfRecord("good") + FrameTfRecord("flipped") + FrameTfRecord("after");
   bytes[FrameTfRecord("good").size() + 12] ^= 1;  // the second record's first data byte
   TfRecordReader reader(WriteFile("crc.tfrecord", bytes));
   std::string data;
   ASSERT_TRUE(reader.Next(&data).ok());
+  EXPECT_FALSE(reader.recoverable());
   absl::Status s = reader.Next(&data);
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_NE(s.message().find("record at byte 20: data CRC mismatch"), absl::string_view::npos)
       << s;
-  EXPECT_EQ(reader.Next(&data), s);  // framing lost: the reader stays failed
+  // The length was good: the reader stepped over the record.
+  EXPECT_TRUE(reader.recoverable());
+  ASSERT_TRUE(reader.Next(&data).ok());
+  EXPECT_EQ(data, "after");
+  EXPECT_TRUE(absl::IsOutOfRange(reader.Next(&data)));
 }
 
 TEST(TfRecordReaderTest, BadLengthCrcAndOversizedLength) {
@@ -120,6 +125,8 @@ TEST(TfRecordReaderTest, BadLengthCrcAndOversizedLength) {
   absl::Status s = reader.Next(&data);
   EXPECT_TRUE(absl::IsDataLoss(s));
   EXPECT_NE(s.message().find("length CRC mismatch"), absl::string_view::npos) << s;
+  EXPECT_FALSE(reader.recoverable());
+  EXPECT_EQ(reader.Next(&data), s);  // framing lost: the reader stays failed
 
   TfRecordReader small(WriteFile("big.tfrecord", FrameTfRecord(std::string(1000, 'y'))), 999);
   s = small.Next(&data);
