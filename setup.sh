@@ -26,9 +26,10 @@ PACKAGES=(
   python3-dev pybind11-dev python3-pytest
   # TensorBoard event files (common/tfrecord.h): CRC32C from ISA-L
   libisal-dev
-  # psctl export --format onnx: ONNX's protobuf schema; its test runs the
-  # model with onnxruntime (PyPI, below) on numpy
-  libonnx-dev python3-numpy
+  # psctl export --format onnx: ONNX's protobuf schema; its tests run the
+  # model with onnxruntime (PyPI, below) on numpy, and compute categorical
+  # ids with XXH3 as a user of the model would (python3-xxhash)
+  libonnx-dev python3-numpy python3-xxhash
 )
 
 installed() {

@@ -6,7 +6,7 @@ const char kExitCodesHelp[] =
     "Exit codes:\n"
     "  0    success (`status` of a failed job included)\n"
     "  1    the job ended FAILED or CANCELLED (local, watch); no checkpoint restores\n"
-    "       (checkpoint verify); another RPC error\n"
+    "       (checkpoint verify); the prediction failed (predict); another RPC error\n"
     "  2    usage or validation error: bad flags, malformed job YAML, missing or malformed\n"
     "       data (also when the workers find it so before training),\n"
     "       a job the coordinator rejects (INVALID_ARGUMENT, RESOURCE_EXHAUSTED,\n"

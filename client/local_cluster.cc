@@ -51,6 +51,22 @@ absl::StatusOr<std::string> FindSiblingBinary(const std::string& name,
   return absl::NotFoundError(absl::StrCat(name, " not found at ", installed, " or ", bazel));
 }
 
+absl::Status ResolveServerBinary(std::string* path, const std::string& name,
+                                 const std::string& bazel_package, const std::string& flag) {
+  if (!path->empty()) {
+    if (access(path->c_str(), X_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat("--", flag, "=", *path, " is not an executable"));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> found = FindSiblingBinary(name, bazel_package);
+  if (!found.ok()) {
+    return absl::NotFoundError(absl::StrCat(found.status().message(), "; pass --", flag));
+  }
+  *path = *found;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> ReadPortFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("no port file ", path));

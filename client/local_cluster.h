@@ -171,6 +171,13 @@ class LocalCluster {
 absl::StatusOr<std::string> FindSiblingBinary(const std::string& name,
                                               const std::string& bazel_package);
 
+// A server binary for psctl: `*path` itself when set (NOT_FOUND "--FLAG=PATH
+// is not an executable" otherwise), else FindSiblingBinary(name,
+// bazel_package) written to `*path` (NOT_FOUND naming both places and
+// "pass --FLAG").
+absl::Status ResolveServerBinary(std::string* path, const std::string& name,
+                                 const std::string& bazel_package, const std::string& flag);
+
 // Reads a port file ("PORT\n"). NOT_FOUND while it does not exist,
 // DATA_LOSS if its content is not a port number.
 absl::StatusOr<int> ReadPortFile(const std::string& path);

@@ -41,15 +41,6 @@ constexpr absl::Duration kStopGrace = absl::Seconds(5);
 // again when --timeout_s does not bound it.
 constexpr absl::Duration kCoordinatorComeback = absl::Seconds(120);
 
-// Returns a pending SIGINT/SIGTERM (consuming it), or 0 if none is pending.
-// Works because both are blocked in every thread (see RunParameterServerJob).
-int TakePendingSignal() {
-  const sigset_t set = TerminationSignals();
-  const timespec zero = {0, 0};
-  const int sig = sigtimedwait(&set, nullptr, &zero);
-  return sig > 0 ? sig : 0;
-}
-
 // The run directory; a temporary one is removed when this goes away, unless
 // Keep() was called.
 class RunDir {
@@ -82,22 +73,6 @@ class RunDir {
   std::string path_;
   bool remove_;
 };
-
-absl::Status ResolveBinary(std::string* path, const char* name, const char* package,
-                           const char* flag) {
-  if (!path->empty()) {
-    if (access(path->c_str(), X_OK) != 0) {
-      return absl::NotFoundError(absl::StrCat("--", flag, "=", *path, " is not an executable"));
-    }
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::string> found = FindSiblingBinary(name, package);
-  if (!found.ok()) {
-    return absl::NotFoundError(absl::StrCat(found.status().message(), "; pass --", flag));
-  }
-  *path = *found;
-  return absl::OkStatus();
-}
 
 std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
@@ -198,7 +173,7 @@ bool AddCoordinatorStateDir(LocalClusterOptions* cluster_options) {
 
 int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   // Every thread started from here on (gRPC's included) inherits the mask,
-  // so SIGINT/SIGTERM stay pending until TakePendingSignal collects them.
+  // so SIGINT/SIGTERM stay pending until TakePendingTerminationSignal collects them.
   const sigset_t signals = TerminationSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
@@ -242,10 +217,10 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   cluster_options.worker_flags.push_back(
       absl::StrCat("--compute_threads=", std::max(1, per_worker_threads)));
   for (absl::Status s :
-       {ResolveBinary(&cluster_options.ps_server_bin, "ps_server", "ps", "ps_server_bin"),
-        ResolveBinary(&cluster_options.worker_server_bin, "worker_server", "worker",
+       {ResolveServerBinary(&cluster_options.ps_server_bin, "ps_server", "ps", "ps_server_bin"),
+        ResolveServerBinary(&cluster_options.worker_server_bin, "worker_server", "worker",
                       "worker_server_bin"),
-        ResolveBinary(&cluster_options.coordinator_bin, "coordinator", "coordinator",
+        ResolveServerBinary(&cluster_options.coordinator_bin, "coordinator", "coordinator",
                       "coordinator_bin")}) {
     if (!s.ok()) {
       std::fprintf(stderr, "psctl: %s\n", std::string(s.message()).c_str());
@@ -298,7 +273,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   }
   int signal_received = 0;
   cluster_options.interrupted = [&signal_received] {
-    if (signal_received == 0) signal_received = TakePendingSignal();
+    if (signal_received == 0) signal_received = TakePendingTerminationSignal();
     return signal_received != 0;
   };
 

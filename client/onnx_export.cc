@@ -1,5 +1,7 @@
 #include "client/onnx_export.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/checkpoint_params.h"
 #include "client/checkpoint_verify.h"
+#include "client/onnx_embedding.h"
+#include "client/onnx_graph.h"
 #include "common/model_variables.h"
 #include "coordinator/core/checkpoint_manager.h"
 
@@ -18,6 +22,8 @@ namespace {
 
 constexpr int64_t kOpset = 13;
 constexpr int64_t kIrVersion = 7;  // the IR of opset 13 (ONNX 1.8)
+// The most bytes protobuf serializes into one message (INT_MAX).
+constexpr int64_t kMaxModelBytes = (int64_t{1} << 31) - 1;
 
 // TF's padding of one spatial axis, as worker/core/model.cc: `same` pads
 // (in total) so that out = ceil(in / stride), half of it (rounded down)
@@ -32,80 +38,8 @@ void Pads(int64_t in, int64_t window, int64_t stride, Padding padding, int64_t* 
   *after = total - *before;
 }
 
-// Builds one GraphProto: initializers, nodes with unique output names.
-class GraphBuilder {
- public:
-  explicit GraphBuilder(onnx::GraphProto* graph) : graph_(graph) {}
-
-  // A float initializer named `name`.
-  std::string Floats(const std::string& name, const std::vector<int64_t>& dims,
-                     const float* data, int64_t n) {
-    onnx::TensorProto* t = graph_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) t->add_dims(d);
-    t->mutable_float_data()->Add(data, data + n);
-    return name;
-  }
-  std::string Scalar(const std::string& name, float v) { return Floats(name, {}, &v, 1); }
-  // An int64 initializer (shapes).
-  std::string Int64s(const std::string& name, const std::vector<int64_t>& values) {
-    onnx::TensorProto* t = graph_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(static_cast<int64_t>(values.size()));
-    for (int64_t v : values) t->add_int64_data(v);
-    return name;
-  }
-
-  // Adds an `op` node reading `inputs`; returns it so that attributes can
-  // be set. Its one output is named `output`.
-  onnx::NodeProto* Node(const std::string& op, const std::vector<std::string>& inputs,
-                        const std::string& output) {
-    onnx::NodeProto* node = graph_->add_node();
-    node->set_op_type(op);
-    node->set_name(output);
-    for (const std::string& in : inputs) node->add_input(in);
-    node->add_output(output);
-    return node;
-  }
-
- private:
-  onnx::GraphProto* graph_;
-};
-
-void IntsAttr(onnx::NodeProto* node, const std::string& name, const std::vector<int64_t>& v) {
-  onnx::AttributeProto* a = node->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void IntAttr(onnx::NodeProto* node, const std::string& name, int64_t v) {
-  onnx::AttributeProto* a = node->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void FloatAttr(onnx::NodeProto* node, const std::string& name, float v) {
-  onnx::AttributeProto* a = node->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-
-// A [batch, width] float value description; batch is symbolic.
-void DescribeValue(onnx::ValueInfoProto* v, const std::string& name, int64_t width) {
-  v->set_name(name);
-  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  t->mutable_shape()->add_dim()->set_dim_param("batch");
-  t->mutable_shape()->add_dim()->set_dim_value(width);
-}
-
 // `act` applied to `x`; the nodes are named after `prefix`.
-std::string Activate(GraphBuilder* b, Activation act, const std::string& x,
+std::string Activate(OnnxGraphBuilder* b, Activation act, const std::string& x,
                      const std::string& prefix) {
   switch (act) {
     case Activation::kNone: return x;
@@ -130,12 +64,22 @@ std::string Activate(GraphBuilder* b, Activation act, const std::string& x,
 
 // An NCHW value `x` of shape `shape` ([H, W, C] per example) as pscluster's
 // flat rows: back to NHWC, then [batch, H * W * C].
-std::string ToFlat(GraphBuilder* b, const std::string& x, const FeatureShape& shape,
+std::string ToFlat(OnnxGraphBuilder* b, const std::string& x, const FeatureShape& shape,
                    const std::string& prefix) {
   IntsAttr(b->Node("Transpose", {x}, prefix + "/nhwc"), "perm", {0, 2, 3, 1});
   b->Node("Reshape", {prefix + "/nhwc", b->Int64s(prefix + "/flat_shape", {-1, shape.size()})},
           prefix + "/flat");
   return prefix + "/flat";
+}
+
+// UNIMPLEMENTED when `bytes` of `what` would not fit in one protobuf
+// file (2 GiB): ONNX external data, which would, is not written.
+absl::Status CheckModelBytes(int64_t bytes, const std::string& what) {
+  if (bytes <= kMaxModelBytes) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      what, " take ", bytes, " bytes, past the ", kMaxModelBytes,
+      " one protobuf file can hold; the exporter writes no ONNX external data files, which a "
+      "model this large needs"));
 }
 
 // Checks params[i] against variable i and returns it.
@@ -160,27 +104,50 @@ absl::StatusOr<const Tensor*> Param(const std::vector<VariableSpecProto>& vars,
 
 absl::Status CheckOnnxExportable(const JobSpec& spec) {
   const ModelSpec& m = spec.model;
-  for (size_t i = 0; i < m.categorical.size(); ++i) {
-    const CategoricalFeatureSpec& f = m.categorical[i];
-    return absl::UnimplementedError(absl::StrCat(
-        "model.inputs.categorical[", i, "] '", f.name, "' (",
-        f.hashed ? "a hashed embedding table" : "a fixed-vocabulary embedding table",
-        "): ONNX export of embeddings is not supported yet; exported are models of dense "
-        "(and image) inputs with dense, conv2d, max_pool, avg_pool, flatten, batch_norm, "
-        "dropout and activation layers"));
-  }
   if (m.loss != "softmax_cross_entropy" && m.loss != "sigmoid_cross_entropy" && m.loss != "mse" &&
       m.loss != "huber") {
     return absl::UnimplementedError(absl::StrCat("loss '", m.loss, "' has no ONNX export"));
   }
-  return absl::OkStatus();
+  if (m.image.image && !m.categorical.empty()) {
+    // ParseJobSpec refuses this; a spec built in code may not.
+    return absl::UnimplementedError(
+        "model.inputs.image with categorical inputs: pscluster's Model has no such input either");
+  }
+  // What the spec alone fixes: whole-read variables and fixed vocabularies
+  // (a hash table's rows are known only once restored: BuildOnnxModel).
+  int64_t floats = 0;
+  for (const VariableSpecProto& v : ModelVariables(spec)) {
+    if (v.kind() == HASH_TABLE) continue;
+    int64_t n = 1;
+    for (int64_t d : v.shape()) n *= d;
+    floats += n;
+  }
+  return CheckModelBytes(floats * static_cast<int64_t>(sizeof(float)), "the spec's variables");
 }
 
 absl::StatusOr<onnx::ModelProto> BuildOnnxModel(const JobSpec& spec,
-                                                const std::vector<Tensor>& params) {
+                                                const std::vector<Tensor>& params,
+                                                const std::vector<EmbeddingTable>& tables) {
   if (absl::Status s = CheckOnnxExportable(spec); !s.ok()) return s;
   const ModelSpec& m = spec.model;
   const std::vector<VariableSpecProto> vars = ModelVariables(spec);
+  if (tables.size() != m.categorical.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(tables.size(), " embedding tables for ",
+                                                   m.categorical.size(),
+                                                   " categorical features"));
+  }
+  // Before building anything: the parameters and every hash table's rows
+  // (each also a key and a row number in its LabelEncoder, <= 20 bytes).
+  int64_t bytes = 0;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (!IsRowAccessed(vars[i]) && i < params.size()) bytes += params[i].num_elements() * 4;
+  }
+  for (const EmbeddingTable& t : tables) {
+    bytes += t.values.num_elements() * 4 + static_cast<int64_t>(t.keys.size()) * 20 + t.dim * 4;
+  }
+  if (absl::Status s = CheckModelBytes(bytes, "the checkpoint's parameters and tables"); !s.ok()) {
+    return s;
+  }
 
   onnx::ModelProto model;
   model.set_ir_version(kIrVersion);
@@ -189,16 +156,46 @@ absl::StatusOr<onnx::ModelProto> BuildOnnxModel(const JobSpec& spec,
   onnx::OperatorSetIdProto* opset = model.add_opset_import();
   opset->set_domain("");
   opset->set_version(kOpset);
+  for (const CategoricalFeatureSpec& f : m.categorical) {
+    if (!f.hashed) continue;
+    // LabelEncoder, for the hash tables.
+    onnx::OperatorSetIdProto* ml = model.add_opset_import();
+    ml->set_domain(kOnnxMlDomain);
+    ml->set_version(kOnnxMlOpset);
+    break;
+  }
   onnx::GraphProto* graph = model.mutable_graph();
   graph->set_name(spec.name.empty() ? "pscluster" : spec.name);
-  GraphBuilder b(graph);
+  OnnxGraphBuilder b(graph);
 
-  DescribeValue(graph->add_input(), "input", m.dense_inputs);
-  std::string x = "input";
+  // The first layer's input, as Model::Forward builds it: [dense x | the
+  // combined embedding of each categorical feature, in spec order].
+  std::vector<std::string> parts;
+  if (m.dense_inputs > 0 || m.categorical.empty()) {
+    DescribeValue(graph->add_input(), "input", m.dense_inputs);
+    parts.push_back("input");
+  }
+  const std::vector<ColumnSpec>& columns = spec.data.train.columns;
+  for (size_t i = 0; i < m.categorical.size(); ++i) {
+    absl::StatusOr<std::string> embedding =
+        AddCategoricalInput(&b, graph, m.categorical[i], columns, tables[i]);
+    if (!embedding.ok()) return embedding.status();
+    parts.push_back(*embedding);
+  }
+  std::string x = parts.front();
+  if (parts.size() > 1) {
+    IntAttr(b.Node("Concat", parts, "features"), "axis", 1);
+    x = "features";
+  }
+  if (!m.categorical.empty()) {
+    onnx::StringStringEntryProto* meta = model.add_metadata_props();
+    meta->set_key("pscluster.features");
+    meta->set_value(CategoricalInputsJson(m.categorical, columns, tables));
+  }
   // The current value is NCHW images of `shape` when `nchw`, else flat rows.
   bool nchw = false;
   FeatureShape shape;
-  shape.channels = m.dense_inputs;
+  shape.channels = ModelInputWidth(m);
   if (m.image.image) {
     shape = m.image;
     b.Node("Reshape",
@@ -326,11 +323,16 @@ absl::StatusOr<onnx::ModelProto> BuildOnnxModel(const JobSpec& spec,
   }
   DescribeValue(graph->add_output(), "logits", width);
   DescribeValue(graph->add_output(), "predictions", width);
+  if (absl::Status s = CheckModelBytes(static_cast<int64_t>(model.ByteSizeLong()), "the model");
+      !s.ok()) {
+    return s;
+  }
   return model;
 }
 
 absl::StatusOr<OnnxExportReport> ExportOnnx(const std::string& checkpoint_dir,
                                            const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
   // Refuse from the logged spec alone, before restoring any table.
   std::vector<CheckpointManifest> committed = CheckpointManager(checkpoint_dir, 1, "").List();
   if (!committed.empty()) {
@@ -343,7 +345,8 @@ absl::StatusOr<OnnxExportReport> ExportOnnx(const std::string& checkpoint_dir,
   }
   absl::StatusOr<CheckpointParams> loaded = LoadCheckpointParams(checkpoint_dir);
   if (!loaded.ok()) return loaded.status();
-  absl::StatusOr<onnx::ModelProto> model = BuildOnnxModel(loaded->spec, loaded->params);
+  absl::StatusOr<onnx::ModelProto> model =
+      BuildOnnxModel(loaded->spec, loaded->params, loaded->tables);
   if (!model.ok()) return model.status();
 
   OnnxExportReport report;
@@ -351,6 +354,11 @@ absl::StatusOr<OnnxExportReport> ExportOnnx(const std::string& checkpoint_dir,
   report.job_id = loaded->job_id;
   report.checkpoint_id = loaded->checkpoint_id;
   report.inputs = loaded->spec.model.dense_inputs;
+  for (size_t i = 0; i < loaded->tables.size(); ++i) {
+    const EmbeddingTable& t = loaded->tables[i];
+    report.id_inputs.push_back(IdInputName(loaded->spec.model.categorical[i]));
+    report.embedding_rows += t.values.num_elements() / std::max<int64_t>(t.dim, 1);
+  }
   report.outputs =
       model->graph().output(0).type().tensor_type().shape().dim(1).dim_value();
   report.nodes = model->graph().node_size();
@@ -370,6 +378,8 @@ absl::StatusOr<OnnxExportReport> ExportOnnx(const std::string& checkpoint_dir,
     return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", ec.message()));
   }
   report.bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 

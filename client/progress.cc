@@ -14,7 +14,11 @@ double Fraction(const JobStatusProto& s) {
   return std::clamp(static_cast<double>(s.steps()) / static_cast<double>(s.total_steps()), 0.0, 1.0);
 }
 
-bool HasEval(const JobStatusProto& s) { return s.epochs_size() > 0; }
+// The coordinator measured eval metrics: an epoch finished, with eval:
+// inline (eval_mode empty: a coordinator from before eval modes).
+bool HasEval(const JobStatusProto& s) {
+  return s.epochs_size() > 0 && (s.eval_mode().empty() || s.eval_mode() == "inline");
+}
 
 }  // namespace
 
@@ -71,6 +75,12 @@ std::string FormatSummary(const JobStatusProto& s, const std::string& checkpoint
     absl::StrAppendFormat(&out, "  %s\n", AlreadyCompleteNotice(s, checkpoint_dir));
   }
   absl::StrAppendFormat(&out, "  train loss      %.4f\n", s.train_loss());
+  if (s.eval_mode() == "sidecar" || s.eval_mode() == "none") {
+    absl::StrAppendFormat(&out, "  eval            %s\n",
+                          s.eval_mode() == "sidecar"
+                              ? "sidecar (the evaluator process evaluates the checkpoints)"
+                              : "none");
+  }
   if (HasEval(s)) {
     absl::StrAppendFormat(&out, "  eval accuracy   %.4f (eval loss %.4f)\n", s.eval_accuracy(),
                           s.eval_loss());

@@ -15,7 +15,7 @@ constexpr char kDescription[] =
     "psctl: the pscluster command line. Runs a training job on a local cluster of child\n"
     "processes (local), or talks to a running coordinator (submit, status, watch, cancel,\n"
     "list, describe, logs), or checks a checkpoint directory (checkpoint verify) or exports\n"
-    "its model (export).";
+    "its model (export), or predicts with it on a local cluster (predict).";
 
 constexpr char kEnvironmentHelp[] =
     "Environment:\n"
@@ -182,6 +182,55 @@ void AddExport(CLI::App* app, PsctlCommandLine* cl) {
       ->type_name("FILE");
 }
 
+void AddPredict(CLI::App* app, PsctlCommandLine* cl) {
+  CLI::App* sub = AddCommand(
+      app, "predict",
+      "Batch prediction: start a local cluster (as `local`), restore the newest good checkpoint "
+      "onto its PS and run the model over every row of the data on its workers; write one CSV "
+      "line per row, in input order, exactly once even if a worker dies");
+  LocalRunOptions& o = cl->local;
+  sub->add_option("CHECKPOINT_DIR|JOB.yaml", cl->argument,
+                  "the job's checkpoint directory, or its spec (its checkpoint.dir)")
+      ->required();
+  sub->add_option("--data", cl->predict_data,
+                  "YAML file holding one data source, as the job spec's data.eval (default: the "
+                  "job's data.eval); labels are read and ignored")
+      ->type_name("FILE");
+  sub->add_option("-o,--output", cl->predict_path,
+                  "the CSV to write: header row,prediction (or row,p0..pN,class), one line per "
+                  "input row; replaced atomically")
+      ->required()
+      ->type_name("FILE");
+  sub->add_option("--closure_rows", cl->predict_closure_rows, "rows per predict closure")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--ps", o.num_ps, "number of ps_server processes")
+      ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
+  sub->add_option("--workers", o.num_workers, "number of worker_server processes")
+      ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
+  sub->add_option("--run_dir", o.run_dir,
+                  "directory for logs and port files (default: a fresh /tmp/psctl-XXXXXX, "
+                  "removed on success unless --keep_run_dir)")
+      ->type_name("DIR");
+  sub->add_flag("--keep_run_dir", o.keep_run_dir, "keep the temporary run directory");
+  sub->add_flag_function(
+      "--no_restart,--no-restart", [&o](std::int64_t count) { o.restart = count <= 0; },
+      "do not restart a server that dies; by default psctl restarts it at the same address");
+  sub->add_option("--timeout_s", o.timeout_s, "give up after this many seconds (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("SECONDS");
+  sub->add_option("--ps_server_bin", o.ps_server_bin, "ps_server binary (default: next to psctl)")
+      ->type_name("PATH");
+  sub->add_option("--worker_server_bin", o.worker_server_bin,
+                  "worker_server binary (default: next to psctl)")
+      ->type_name("PATH");
+  sub->add_option("--coordinator_bin", o.coordinator_bin,
+                  "coordinator binary (default: next to psctl)")
+      ->type_name("PATH");
+}
+
 }  // namespace
 
 std::unique_ptr<CLI::App> BuildPsctlApp(PsctlCommandLine* cl,
@@ -202,6 +251,7 @@ std::unique_ptr<CLI::App> BuildPsctlApp(PsctlCommandLine* cl,
   AddRemote(app.get(), cl, coordinator_default);
   AddCheckpoint(app.get(), cl);
   AddExport(app.get(), cl);
+  AddPredict(app.get(), cl);
   return app;
 }
 

@@ -1,5 +1,6 @@
 // psctl's command line, on CLI11: the subcommands (local, submit, status,
-// watch, cancel, list, describe, logs, checkpoint verify, export), their flags, help
+// watch, cancel, list, describe, logs, checkpoint verify, export, predict),
+// their flags, help
 // and version, parsed into one PsctlCommandLine. The same builder serves
 // psctl_main.cc and psctl_cli_test.cc.
 //
@@ -13,6 +14,7 @@
 #define PSCLUSTER_CLIENT_PSCTL_CLI_H_
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,10 +28,11 @@ namespace pscluster {
 // What the user asked for.
 struct PsctlCommandLine {
   // "local", "submit", "status", "watch", "cancel", "list", "describe",
-  // "logs", "checkpoint verify" or "export".
+  // "logs", "checkpoint verify", "export" or "predict".
   std::string command;
   // JOB.yaml (local, submit), JOB_ID (status: optional; watch, cancel,
-  // describe, logs) or DIR (checkpoint verify, export).
+  // describe, logs) or DIR (checkpoint verify, export), or DIR|JOB.yaml
+  // (predict).
   std::string argument;
   // -o/--output: table (alias text), json or yaml.
   OutputFormat output = OutputFormat::kText;
@@ -51,6 +54,11 @@ struct PsctlCommandLine {
   // `export DIR --format onnx -o FILE`: the model file's format and path.
   std::string export_format = "onnx";
   std::string export_path;
+  // `predict SOURCE [--data FILE] -o FILE [--closure_rows N]` (its cluster
+  // flags go into `local`, as for `local`).
+  std::string predict_data;
+  std::string predict_path;
+  int64_t predict_closure_rows = 500;
 };
 
 // Builds the CLI11 app whose parse fills `*command_line` (not owned; must

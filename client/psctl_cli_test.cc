@@ -128,6 +128,31 @@ TEST(PsctlCliTest, Export) {
   EXPECT_EQ(Parse({"export", "/ckpt", "--format", "savedmodel", "-o", "m"}, &other_format), 2);
 }
 
+TEST(PsctlCliTest, Predict) {
+  PsctlCommandLine cl;
+  ASSERT_EQ(Parse({"predict", "ckpt", "-o", "p.csv", "--data", "rows.yaml", "--workers=3",
+                   "--closure_rows", "7", "--no_restart", "--run_dir", "/tmp/r"},
+                  &cl),
+            -1);
+  EXPECT_EQ(cl.command, "predict");
+  EXPECT_EQ(cl.argument, "ckpt");
+  EXPECT_EQ(cl.predict_path, "p.csv");
+  EXPECT_EQ(cl.predict_data, "rows.yaml");
+  EXPECT_EQ(cl.predict_closure_rows, 7);
+  EXPECT_EQ(cl.local.num_workers, 3);
+  EXPECT_EQ(cl.local.num_ps, 2);
+  EXPECT_FALSE(cl.local.restart);
+  EXPECT_EQ(cl.local.run_dir, "/tmp/r");
+  PsctlCommandLine defaults;
+  ASSERT_EQ(Parse({"predict", "job.yaml", "--output=p.csv"}, &defaults), -1);
+  EXPECT_EQ(defaults.predict_closure_rows, 500);
+  EXPECT_TRUE(defaults.predict_data.empty());
+  // -o is required; rows per closure must be positive.
+  PsctlCommandLine bad;
+  EXPECT_EQ(Parse({"predict", "ckpt"}, &bad), 2);
+  EXPECT_EQ(Parse({"predict", "ckpt", "-o", "p.csv", "--closure_rows", "0"}, &bad), 2);
+}
+
 TEST(PsctlCliTest, LogLevelIsGlobal) {
   PsctlCommandLine before;
   ASSERT_EQ(Parse({"--log_level", "debug", "local", "job.yaml"}, &before), -1);

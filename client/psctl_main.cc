@@ -6,6 +6,7 @@
 //         list | describe JOB_ID | logs JOB_ID  [--coordinator HOST:PORT]
 //   psctl checkpoint verify DIR [--ps N]
 //   psctl export DIR --format onnx -o FILE
+//   psctl predict DIR|JOB.yaml [--data FILE] -o FILE [--ps N] [--workers M]
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -20,11 +21,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/checkpoint_verify.h"
 #include "client/exit_codes.h"
 #include "client/onnx_export.h"
 #include "client/local_run.h"
 #include "client/one_device.h"
+#include "client/predict_run.h"
 #include "client/output_format.h"
 #include "client/psctl_cli.h"
 #include "client/psctl_remote.h"
@@ -108,11 +111,20 @@ int Export(const std::string& dir, const std::string& path) {
                ? kExitUsage
                : kExitJobFailed;
   }
-  std::printf("exported checkpoint %lld of job %s to %s (onnx, %lld nodes, %lld bytes): input "
-              "[batch, %lld] -> logits, predictions [batch, %lld]\n",
+  std::string inputs;
+  if (report->inputs > 0 || report->id_inputs.empty()) {
+    inputs = absl::StrCat("input [batch, ", report->inputs, "]");
+  }
+  if (!report->id_inputs.empty()) {
+    absl::StrAppend(&inputs, inputs.empty() ? "" : ", ", absl::StrJoin(report->id_inputs, ", "),
+                    " (int64 [batch, n], -1 padding; ", report->embedding_rows,
+                    " embedding rows)");
+  }
+  std::printf("exported checkpoint %lld of job %s to %s (onnx, %lld nodes, %lld bytes, %.2f s): "
+              "%s -> logits, predictions [batch, %lld]\n",
               static_cast<long long>(report->checkpoint_id), report->job_id.c_str(),
               report->path.c_str(), static_cast<long long>(report->nodes),
-              static_cast<long long>(report->bytes), static_cast<long long>(report->inputs),
+              static_cast<long long>(report->bytes), report->seconds, inputs.c_str(),
               static_cast<long long>(report->outputs));
   return kExitOk;
 }
@@ -153,6 +165,15 @@ int Main(int argc, char** argv) {
     return CheckpointVerify(cl.argument, cl.verify_ps, cl.output);
   }
   if (cl.command == "export") return Export(cl.argument, cl.export_path);
+  if (cl.command == "predict") {
+    PredictRunOptions predict;
+    predict.source = cl.argument;
+    predict.data_path = cl.predict_data;
+    predict.output_path = cl.predict_path;
+    predict.closure_rows = cl.predict_closure_rows;
+    predict.cluster = cl.local;
+    return RunPredict(predict);
+  }
   if (cl.coordinator.empty()) {
     std::fprintf(stderr, "psctl: %s needs --coordinator HOST:PORT (or PSCTL_COORDINATOR)\n",
                  cl.command.c_str());

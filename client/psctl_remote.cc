@@ -180,7 +180,9 @@ std::string FormatJobTable(const ListJobsResponse& jobs) {
                           absl::StrCat(j.epoch(), "/", j.total_epochs()),
                           absl::StrCat(j.steps(), "/", j.total_steps()),
                           queued ? "-" : absl::StrFormat("%.4f", j.train_loss()),
-                          j.epochs_size() > 0 ? absl::StrFormat("%.4f", j.eval_accuracy()) : "-");
+                          j.epochs_size() > 0 && (j.eval_mode().empty() || j.eval_mode() == "inline")
+                              ? absl::StrFormat("%.4f", j.eval_accuracy())
+                              : "-");
   }
   return out;
 }

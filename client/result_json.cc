@@ -23,9 +23,12 @@ nlohmann::json JobStatusJson(const JobStatusProto& s) {
   j["epoch"] = s.epoch();
   j["total_epochs"] = s.total_epochs();
   j["train_loss"] = s.train_loss();
-  j["eval_accuracy"] = s.eval_accuracy();
-  j["eval_loss"] = s.eval_loss();
-  j["eval_auc"] = s.eval_auc();
+  // eval: sidecar / none: the coordinator measured no eval metric (null).
+  const bool inline_eval = s.eval_mode().empty() || s.eval_mode() == "inline";
+  j["eval_mode"] = s.eval_mode().empty() ? "inline" : s.eval_mode();
+  j["eval_accuracy"] = inline_eval ? nlohmann::json(s.eval_accuracy()) : nlohmann::json();
+  j["eval_loss"] = inline_eval ? nlohmann::json(s.eval_loss()) : nlohmann::json();
+  j["eval_auc"] = inline_eval ? nlohmann::json(s.eval_auc()) : nlohmann::json();
   j["steps"] = s.steps();
   j["total_steps"] = s.total_steps();
   j["examples"] = s.examples();
@@ -46,12 +49,15 @@ nlohmann::json JobStatusJson(const JobStatusProto& s) {
   j["learning_rate"] = s.learning_rate();
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochResult& e : s.epochs()) {
-    epochs.push_back({{"epoch", e.epoch()},
-                      {"train_loss", e.train_loss()},
-                      {"eval_accuracy", e.eval_accuracy()},
-                      {"eval_loss", e.eval_loss()},
-                      {"eval_auc", e.eval_auc()},
-                      {"wall_seconds", e.wall_seconds()}});
+    nlohmann::json epoch = {{"epoch", e.epoch()},
+                            {"train_loss", e.train_loss()},
+                            {"wall_seconds", e.wall_seconds()}};
+    if (inline_eval) {
+      epoch["eval_accuracy"] = e.eval_accuracy();
+      epoch["eval_loss"] = e.eval_loss();
+      epoch["eval_auc"] = e.eval_auc();
+    }
+    epochs.push_back(std::move(epoch));
   }
   j["epochs"] = std::move(epochs);
   if (!s.error().empty()) j["error"] = s.error();

@@ -57,8 +57,9 @@ struct RunResult {
 // A job's status: {"job", "job_id", "state", "queue_position",
 //  "already_complete" (the checkpoint already covered every epoch: nothing was
 //  trained in this run), "submitted_unix_s", "epoch", "total_epochs",
-//  "train_loss", "eval_accuracy", "eval_loss", "eval_auc", "steps",
-//  "total_steps", "examples", "examples_per_sec", "wall_seconds", "backend",
+//  "train_loss", "eval_mode" ("inline", "sidecar" or "none"), "eval_accuracy",
+//  "eval_loss", "eval_auc" (null, and absent per epoch, unless eval_mode is
+//  inline: the coordinator measured none), "steps", "total_steps", "examples", "examples_per_sec", "wall_seconds", "backend",
 //  "compute_seconds", "pull_seconds", "push_seconds", "checkpoints",
 //  "resumed_from_checkpoint", "ps_recoveries", "lost_steps",
 //  "last_recovery_seconds", "per_replica_batch", "global_batch" (=

@@ -49,6 +49,24 @@ TEST(ResultJsonTest, CarriesStatusRunAndPids) {
   EXPECT_FALSE(j.contains("error"));
 }
 
+// eval: sidecar / none: the coordinator measured no eval metric, and the
+// result does not claim one.
+TEST(ResultJsonTest, SidecarEvalClaimsNoEvalMetric) {
+  RunResult r;
+  r.status.set_state(SUCCEEDED);
+  r.status.set_eval_mode("sidecar");
+  r.status.add_epochs()->set_epoch(1);
+  const nlohmann::json j = nlohmann::json::parse(RunResultJson(r).dump());
+  EXPECT_EQ(j["eval_mode"], "sidecar");
+  EXPECT_TRUE(j["eval_accuracy"].is_null());
+  EXPECT_TRUE(j["eval_loss"].is_null());
+  EXPECT_TRUE(j["eval_auc"].is_null());
+  ASSERT_EQ(j["epochs"].size(), 1u);
+  EXPECT_FALSE(j["epochs"][0].contains("eval_accuracy"));
+  r.status.set_eval_mode("inline");
+  EXPECT_EQ(RunResultJson(r)["eval_accuracy"], 0.0);
+}
+
 TEST(ResultJsonTest, ErrorAndNoPidsWithoutACluster) {
   RunResult r;
   r.strategy = "one_device";

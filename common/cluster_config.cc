@@ -15,7 +15,8 @@
 namespace pscluster {
 namespace {
 
-constexpr TaskType kAllTypes[] = {TaskType::kChief, TaskType::kWorker, TaskType::kPs};
+constexpr TaskType kAllTypes[] = {TaskType::kChief, TaskType::kWorker, TaskType::kPs,
+                                  TaskType::kEvaluator};
 
 // "SOURCE:LINE:COL" (or SOURCE when the node has no position).
 std::string Where(absl::string_view source, const YAML::Mark &mark) {
@@ -59,6 +60,8 @@ std::vector<std::string> &MutableTasks(ClusterSpec *spec, TaskType type) {
       return spec->chief;
     case TaskType::kWorker:
       return spec->worker;
+    case TaskType::kEvaluator:
+      return spec->evaluator;
     case TaskType::kPs:
       break;
   }
@@ -69,9 +72,8 @@ std::vector<std::string> &MutableTasks(ClusterSpec *spec, TaskType type) {
 absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node, absl::string_view source) {
   if (!node.IsMap()) {
     return Error(source, node,
-                 "`cluster` must be a mapping of job name (chief, worker, ps) "
-                 "to a list of "
-                 "host:port");
+                 "`cluster` must be a mapping of job name (chief, worker, ps, evaluator) "
+                 "to a list of host:port");
   }
   ClusterSpec spec;
   // address -> "ps 0", for duplicate detection.
@@ -81,8 +83,8 @@ absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node, absl::strin
     absl::StatusOr<TaskType> type = ParseTaskType(job);
     if (!type.ok()) {
       return Error(source, entry.first,
-                   absl::StrCat("unknown job '", job, "' in `cluster` (chief, worker or ps; an ",
-                                "evaluator is not part of the training cluster)"));
+                   absl::StrCat("unknown job '", job,
+                                "' in `cluster` (chief, worker, ps or evaluator)"));
     }
     const YAML::Node &list = entry.second;
     if (!list.IsSequence()) {
@@ -115,6 +117,11 @@ absl::StatusOr<ClusterSpec> ParseClusterNode(const YAML::Node &node, absl::strin
     return Error(source, node,
                  absl::StrCat("`cluster.chief` has ", spec.chief.size(),
                               " tasks; there is exactly one chief (the coordinator)"));
+  }
+  if (spec.evaluator.size() > 1) {
+    return Error(source, node,
+                 absl::StrCat("`cluster.evaluator` has ", spec.evaluator.size(),
+                              " tasks; there is at most one evaluator (as in TF)"));
   }
   // No ps: a cluster for multi_worker_mirrored jobs only (TF's TF_CONFIG
   // for MultiWorkerMirroredStrategy has none either).
@@ -185,6 +192,8 @@ const char *TaskTypeName(TaskType type) {
       return "worker";
     case TaskType::kPs:
       return "ps";
+    case TaskType::kEvaluator:
+      return "evaluator";
   }
   return "?";
 }
@@ -194,7 +203,7 @@ absl::StatusOr<TaskType> ParseTaskType(absl::string_view name) {
     if (name == TaskTypeName(t)) return t;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown task type '", name, "' (chief, worker or ps)"));
+      absl::StrCat("unknown task type '", name, "' (chief, worker, ps or evaluator)"));
 }
 
 const std::vector<std::string> &ClusterSpec::tasks(TaskType type) const {
@@ -203,10 +212,19 @@ const std::vector<std::string> &ClusterSpec::tasks(TaskType type) const {
       return chief;
     case TaskType::kWorker:
       return worker;
+    case TaskType::kEvaluator:
+      return evaluator;
     case TaskType::kPs:
       break;
   }
   return ps;
+}
+
+const std::string &ClusterConfig::task_address() const {
+  static const std::string *const kNone = new std::string();
+  const std::vector<std::string> &tasks = cluster.tasks(task_type);
+  if (task_index < 0 || static_cast<size_t>(task_index) >= tasks.size()) return *kNone;
+  return tasks[task_index];
 }
 
 absl::Status CheckHostPort(absl::string_view address, int min_port) {
@@ -240,7 +258,13 @@ std::string ListenAddressFor(absl::string_view address) {
 absl::StatusOr<ClusterConfig> MakeClusterConfig(ClusterSpec cluster, TaskType type, int index,
                                                 absl::string_view source) {
   const size_t n = cluster.tasks(type).size();
-  if (index < 0 || static_cast<size_t>(index) >= n) {
+  if (type == TaskType::kEvaluator) {
+    // TF's evaluator is usually not in `cluster`: it is task evaluator 0.
+    if (index != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": task evaluator ", index, " is out of range: there is one evaluator, index 0"));
+    }
+  } else if (index < 0 || static_cast<size_t>(index) >= n) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": task ", TaskTypeName(type), " ", index, " is out of range: the cluster has ", n,
         " ", TaskTypeName(type), " task", n == 1 ? "" : "s"));
@@ -264,7 +288,9 @@ absl::StatusOr<ClusterConfig> ParseTfConfig(absl::string_view text, absl::string
     if (!task.IsMap()) {
       return Error(source, task, "`task` must be an object {\"type\": ..., \"index\": ...}");
     }
-    if (!task["type"]) return Error(source, task, "missing `task.type` (chief, worker or ps)");
+    if (!task["type"]) {
+      return Error(source, task, "missing `task.type` (chief, worker, ps or evaluator)");
+    }
     absl::StatusOr<TaskType> type = ParseTaskType(task["type"].as<std::string>());
     if (!type.ok()) return Error(source, task["type"], type.status().message());
     int index = 0;  // TF's default when `index` is absent.

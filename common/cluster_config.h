@@ -8,7 +8,10 @@
 //                "ps": ["ps0:2222"]},
 //    "task": {"type": "ps", "index": 0}}
 //
-// The coordinator is the `chief` task. Parsing only: no gRPC, no environment
+// The coordinator is the `chief` task. The sidecar evaluator (evaluator/) is
+// task type `evaluator`, index 0: as in TF it need not appear in `cluster`
+// (it serves no RPC; an `evaluator` list there, of at most one address, is
+// accepted and kept). Parsing only: no gRPC, no environment
 // reads (callers pass TF_CONFIG's text in). Every function is thread-safe.
 #ifndef PSCLUSTER_COMMON_CLUSTER_CONFIG_H_
 #define PSCLUSTER_COMMON_CLUSTER_CONFIG_H_
@@ -21,12 +24,12 @@
 
 namespace pscluster {
 
-enum class TaskType { kChief, kWorker, kPs };
+enum class TaskType { kChief, kWorker, kPs, kEvaluator };
 
-// "chief", "worker" or "ps".
+// "chief", "worker", "ps" or "evaluator".
 const char *TaskTypeName(TaskType type);
 
-// INVALID_ARGUMENT naming `name` unless it is chief, worker or ps.
+// INVALID_ARGUMENT naming `name` unless it is chief, worker, ps or evaluator.
 absl::StatusOr<TaskType> ParseTaskType(absl::string_view name);
 
 // Mutual-TLS files shared by every process of a cluster (an optional `tls:`
@@ -46,12 +49,15 @@ struct TlsFiles {
 };
 
 // Addresses of every task, index i of a list = task i of that type. A valid
-// spec has at most one chief, at least one worker and one ps, every address
-// host:port with port 1-65535, and no address twice.
+// spec has at most one chief, at least one worker (a ps for every strategy
+// but multi_worker_mirrored), at most one evaluator, every address host:port
+// with port 1-65535, and no address twice.
 struct ClusterSpec {
   std::vector<std::string> chief;
   std::vector<std::string> worker;
   std::vector<std::string> ps;
+  // TF lists the evaluator in `cluster` optionally; nothing dials it.
+  std::vector<std::string> evaluator;
   // From the optional `tls:` mapping (keys cert, key, ca, server_name; cert,
   // key and ca all or none).
   TlsFiles tls;
@@ -65,8 +71,9 @@ struct ClusterConfig {
   TaskType task_type = TaskType::kChief;
   int task_index = 0;
 
-  // This task's "host:port" in `cluster`.
-  const std::string &task_address() const { return cluster.tasks(task_type)[task_index]; }
+  // This task's "host:port" in `cluster`; empty for an evaluator that the
+  // cluster does not list.
+  const std::string &task_address() const;
 };
 
 // Parses TF_CONFIG's JSON text. `source` names it in errors ("TF_CONFIG").
@@ -89,7 +96,8 @@ absl::StatusOr<ClusterSpec> LoadClusterFile(const std::string &path);
 
 // `cluster` plus the task (`type`, `index`). INVALID_ARGUMENT when the
 // cluster has no such task (e.g. "task ps 2 is out of range: the cluster has
-// 2 ps tasks").
+// 2 ps tasks"); evaluator 0 is always valid (listed in `cluster` or not),
+// any other evaluator index is not.
 absl::StatusOr<ClusterConfig> MakeClusterConfig(ClusterSpec cluster, TaskType type, int index,
                                                 absl::string_view source);
 

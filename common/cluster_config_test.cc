@@ -44,6 +44,37 @@ TEST(ParseTfConfigTest, ChiefIsOptionalForWorkersAndPs) {
   EXPECT_TRUE(config->cluster.chief.empty());
 }
 
+// TF's evaluator TF_CONFIG: the cluster without the evaluator, and the task
+// {"type": "evaluator", "index": 0}.
+TEST(ParseTfConfigTest, EvaluatorNeedNotBeInTheCluster) {
+  auto config = ParseTfConfig(TfConfig(R"("task": {"type": "evaluator", "index": 0})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->task_type, TaskType::kEvaluator);
+  EXPECT_EQ(config->task_index, 0);
+  EXPECT_EQ(config->task_address(), "");
+  EXPECT_EQ(config->cluster.ps.size(), 2u);
+  // Index defaults to 0.
+  config = ParseTfConfig(TfConfig(R"("task": {"type": "evaluator"})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->task_index, 0);
+}
+
+TEST(ParseTfConfigTest, EvaluatorListedInTheCluster) {
+  auto config = ParseTfConfig(
+      R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "evaluator": ["e:3"]},)"
+      R"( "task": {"type": "evaluator", "index": 0}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.evaluator, std::vector<std::string>{"e:3"});
+  EXPECT_EQ(config->task_address(), "e:3");
+  // A cluster file with an evaluator still serves the other tasks.
+  auto spec = ParseClusterFile(
+      "cluster:\n  worker: [a:1]\n  ps: [b:2]\n  evaluator: [e:3]\n", "cluster.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto ps = MakeClusterConfig(*spec, TaskType::kPs, 0, "cluster.yaml");
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  EXPECT_EQ(ps->task_address(), "b:2");
+}
+
 struct BadCase {
   const char *name;
   std::string text;
@@ -72,8 +103,14 @@ INSTANTIATE_TEST_SUITE_P(
                 "`cluster` must be a mapping"},
         BadCase{"no_task", "{" + std::string(kCluster) + "}", "missing `task`"},
         BadCase{"no_task_type", TfConfig(R"("task": {"index": 0})"), "missing `task.type`"},
-        BadCase{"unknown_task_type", TfConfig(R"("task": {"type": "evaluator", "index": 0})"),
-                "unknown task type 'evaluator'"},
+        BadCase{"unknown_task_type", TfConfig(R"("task": {"type": "estimator", "index": 0})"),
+                "unknown task type 'estimator' (chief, worker, ps or evaluator)"},
+        BadCase{"evaluator_index", TfConfig(R"("task": {"type": "evaluator", "index": 1})"),
+                "task evaluator 1 is out of range: there is one evaluator, index 0"},
+        BadCase{"two_evaluators",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "evaluator": ["c:3", "d:4"]},)"
+                R"( "task": {"type": "evaluator"}})",
+                "at most one evaluator"},
         BadCase{"bad_index", TfConfig(R"("task": {"type": "ps", "index": "one"})"),
                 "`task.index` must be an integer"},
         BadCase{"index_out_of_range", TfConfig(R"("task": {"type": "ps", "index": 2})"),
@@ -84,9 +121,10 @@ INSTANTIATE_TEST_SUITE_P(
                 R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "chief"}})",
                 "task chief 0 is out of range: the cluster has 0 chief tasks"},
         BadCase{"unknown_job",
-                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "evaluator": ["c:3"]},)"
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "estimator": ["c:3"]},)"
                 R"( "task": {"type": "ps"}})",
-                "TF_CONFIG:1:48: unknown job 'evaluator'"},
+                "TF_CONFIG:1:48: unknown job 'estimator' in `cluster` (chief, worker, ps or "
+                "evaluator)"},
         BadCase{"not_a_list",
                 R"({"cluster": {"worker": "a:1", "ps": ["b:2"]}, "task": {"type": "ps"}})",
                 "`cluster.worker` must be a list of host:port"},
@@ -213,13 +251,13 @@ TEST(CheckHostPortTest, MinPort) {
 }
 
 TEST(ParseTaskTypeTest, RoundTrips) {
-  for (TaskType t : {TaskType::kChief, TaskType::kWorker, TaskType::kPs}) {
+  for (TaskType t : {TaskType::kChief, TaskType::kWorker, TaskType::kPs, TaskType::kEvaluator}) {
     auto parsed = ParseTaskType(TaskTypeName(t));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, t);
   }
   EXPECT_THAT(std::string(ParseTaskType("master").status().message()),
-              HasSubstr("unknown task type 'master' (chief, worker or ps)"));
+              HasSubstr("unknown task type 'master' (chief, worker, ps or evaluator)"));
 }
 
 }  // namespace

@@ -300,7 +300,7 @@ JobSpec ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) Fail(root, "the job spec is empty");
   CheckKeys(root, "the job spec",
             {"name", "strategy", "device", "devices", "seed", "model", "optimizer",
-             "variable_partitioner", "data", "train", "checkpoint", "summaries",
+             "variable_partitioner", "data", "train", "checkpoint", "summaries", "eval",
              "fault_tolerance"});
   JobSpec spec;
   spec.name = root["name"] ? Str(root["name"], "name") : "job";
@@ -342,6 +342,7 @@ JobSpec ParseRoot(const YAML::Node& root) {
   if (root["train"]) ParseTrain(root["train"], &spec.train);
   if (root["checkpoint"]) ParseCheckpoint(root["checkpoint"], &spec.checkpoint);
   if (root["summaries"]) ParseSummaries(root["summaries"], &spec.summaries);
+  if (root["eval"]) job_spec_internal::ParseEval(root["eval"], &spec);
   if (root["fault_tolerance"]) ParseFaultTolerance(root["fault_tolerance"], &spec.fault_tolerance);
   // What a worker holds per layer for one batch. Each factor is bounded
   // above, so the product does not overflow.

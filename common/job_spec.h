@@ -292,6 +292,30 @@ struct SummarySpec {
   int64_t every_steps = 100;
 };
 
+// eval: where the job's evaluation runs (README "Evaluation").
+struct EvalSpec {
+  // kInline (default): the coordinator evaluates data.eval after every
+  // epoch, as before. kSidecar: the coordinator runs no eval; a sidecar
+  // `evaluator` process (evaluator/) evaluates each committed checkpoint
+  // (needs checkpoint.dir). kNone: no evaluation at all. With kSidecar and
+  // kNone the job's status and result carry no eval metrics.
+  enum class Mode { kInline, kSidecar, kNone };
+  Mode mode = Mode::kInline;
+  // keep_best: the sidecar evaluator keeps a copy of the best checkpoint so
+  // far by `metric` under <checkpoint.dir>/best/ (evaluator/core/best_checkpoint.h).
+  // Sidecar only.
+  enum class Metric { kLoss, kAccuracy, kAuc };
+  bool keep_best = false;
+  Metric metric = Metric::kLoss;
+  // true: a larger value is better (mode: max; the default for accuracy and
+  // auc), false: smaller (mode: min; the default for loss).
+  bool maximize = false;
+};
+
+// "inline", "sidecar", "none"; "loss", "accuracy", "auc".
+const char* EvalModeName(EvalSpec::Mode m);
+const char* EvalMetricName(EvalSpec::Metric m);
+
 struct FaultToleranceSpec {
   // Runs of one closure before the job fails.
   int64_t max_attempts = 5;
@@ -325,6 +349,7 @@ struct JobSpec {
   TrainSpec train;
   CheckpointSpec checkpoint;
   SummarySpec summaries;
+  EvalSpec eval;
   FaultToleranceSpec fault_tolerance;
   // The YAML this spec was parsed from; workers receive it verbatim.
   std::string yaml;

@@ -2,8 +2,9 @@
 // errors thrown while walking the YAML (SpecError, turned into a Status by
 // ParseJobSpec), typed field readers that name the field and its place, and
 // the parsers of the spec's larger parts, each in its own file:
-// job_spec_model.cc (model: inputs, layers, losses, initializers) and
-// job_spec_optimizer.cc (optimizer and learning-rate schedules); the rest is
+// job_spec_model.cc (model: inputs, layers, losses, initializers),
+// job_spec_optimizer.cc (optimizer and learning-rate schedules) and
+// job_spec_eval.cc (eval: inline | sidecar | none, keep_best); the rest is
 // in job_spec.cc. Internal to //common:job_spec.
 #ifndef PSCLUSTER_COMMON_JOB_SPEC_PARSE_H_
 #define PSCLUSTER_COMMON_JOB_SPEC_PARSE_H_
@@ -62,6 +63,9 @@ void ParseModel(const YAML::Node& n, ModelSpec* m);
 // `optimizer` (job_spec_optimizer.cc): o->learning_rate and o->schedule
 // before scale_with_replicas, which is returned in *scale_with_replicas.
 void ParseOptimizer(const YAML::Node& n, OptimizerProto* o, bool* scale_with_replicas);
+// `eval` (job_spec_eval.cc): a mode scalar or {mode, keep_best}; checked
+// against spec->checkpoint, so call it after the checkpoint is parsed.
+void ParseEval(const YAML::Node& n, JobSpec* spec);
 
 }  // namespace job_spec_internal
 }  // namespace pscluster

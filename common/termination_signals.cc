@@ -27,6 +27,13 @@ int WaitForTerminationSignal() {
   return sig;
 }
 
+int TakePendingTerminationSignal() {
+  const sigset_t set = TerminationSignals();
+  const timespec zero = {0, 0};
+  const int sig = sigtimedwait(&set, nullptr, &zero);
+  return sig > 0 ? sig : 0;
+}
+
 void OnTerminationSignal(std::function<void()> on_signal) {
   BlockTerminationSignals();
   std::thread([on_signal = std::move(on_signal)]() {

@@ -21,6 +21,11 @@ void BlockTerminationSignals();
 // BlockTerminationSignals() was called.
 int WaitForTerminationSignal();
 
+// A pending SIGINT/SIGTERM, consumed, or 0 if none is pending; never waits.
+// REQUIRES: both are blocked in every thread (BlockTerminationSignals first
+// in main, or pthread_sigmask before any thread starts).
+int TakePendingTerminationSignal();
+
 // Blocks SIGINT/SIGTERM in the calling thread (call first in main, before any
 // thread starts), then waits for one in a background thread and calls
 // `on_signal` once.

@@ -7,15 +7,20 @@
 #   localhost/pscluster             deploy/Dockerfile, target `pscluster`: the
 #                                   runtime libraries, Debian's
 #                                   dataset-fashion-mnist, the Bazel-built
-#                                   ps_server, worker_server, coordinator and
-#                                   psctl in /usr/local/bin, user 10001
+#                                   ps_server, worker_server, coordinator,
+#                                   evaluator and psctl in /usr/local/bin,
+#                                   user 10001
 #   localhost/pscluster-prometheus  target `prometheus`: Debian's prometheus
+#   localhost/pscluster-tensorboard target `tensorboard`: TensorBoard from PyPI
+#                                   (pip in the build, through the host
+#                                   network, trusting the host's CA bundle)
 #
 # Usage: deploy/build_image.sh [BIN_DIR]
-#   BIN_DIR holds ps_server, worker_server, coordinator and psctl (default:
-#   the Bazel outputs, .bazel/bin/{ps,worker,coordinator,client}/; build them
-#   first: bazel build //ps:ps_server //worker:worker_server
-#   //coordinator:coordinator //client:psctl).
+#   BIN_DIR holds ps_server, worker_server, coordinator, evaluator and psctl
+#   (default: the Bazel outputs, .bazel/bin/{ps,worker,coordinator,evaluator,
+#   client}/; build them first: bazel build //ps:ps_server
+#   //worker:worker_server //coordinator:coordinator //evaluator:evaluator
+#   //client:psctl).
 # Needs root, podman (deploy/compose_test.sh installs it) and the Debian
 # mirror of /etc/apt/sources.list.d/debian.sources (apt runs in the build
 # with --network host). The base image is made once: delete it
@@ -33,14 +38,16 @@ root=$(cd "$here/.." && pwd)
 BASE_IMAGE=${BASE_IMAGE:-localhost/pscluster-base}
 IMAGE=${IMAGE:-localhost/pscluster}
 PROM_IMAGE=${PROM_IMAGE:-localhost/pscluster-prometheus}
+TB_IMAGE=${TB_IMAGE:-localhost/pscluster-tensorboard}
 STAGE=${STAGE:-$root/.deploy-stage}   # the build context (ignored by git)
 DOCKERFILE=${DOCKERFILE:-$here/Dockerfile}
 
 if [[ $# -ge 1 ]]; then
-  bins=("$1/ps_server" "$1/worker_server" "$1/coordinator" "$1/psctl")
+  bins=("$1/ps_server" "$1/worker_server" "$1/coordinator" "$1/evaluator" "$1/psctl")
 else
   bins=("$root/.bazel/bin/ps/ps_server" "$root/.bazel/bin/worker/worker_server"
-        "$root/.bazel/bin/coordinator/coordinator" "$root/.bazel/bin/client/psctl")
+        "$root/.bazel/bin/coordinator/coordinator" "$root/.bazel/bin/evaluator/evaluator"
+        "$root/.bazel/bin/client/psctl")
 fi
 for b in "${bins[@]}"; do
   [[ -x $b ]] || { echo "build_image.sh: $b not found: build it with Bazel first" >&2; exit 2; }
@@ -123,6 +130,8 @@ stage() {
   fi
   echo "runtime packages (ldd + dpkg -S): $(grep -v NOPKG <<<"$want" | tr '\n' ' ')"
   cp "$DOCKERFILE" "$STAGE/Dockerfile"
+  # pip in the tensorboard stage trusts what this host trusts (a proxy's CA).
+  cp /etc/ssl/certs/ca-certificates.crt "$STAGE/pip-ca.crt"
 }
 
 build_base
@@ -135,9 +144,13 @@ t0=$(now)
 echo "+ podman build --network host --target prometheus -t $PROM_IMAGE $STAGE"
 podman build --network host --target prometheus -t "$PROM_IMAGE" -f "$STAGE/Dockerfile" "$STAGE"
 echo "TIMING image $PROM_IMAGE: $(took "$t0")"
+t0=$(now)
+echo "+ podman build --network host --target tensorboard -t $TB_IMAGE $STAGE"
+podman build --network host --target tensorboard -t "$TB_IMAGE" -f "$STAGE/Dockerfile" "$STAGE"
+echo "TIMING image $TB_IMAGE: $(took "$t0")"
 # No library may be missing in the image.
 if podman run --rm --entrypoint sh "$IMAGE" -c 'ldd /usr/local/bin/*' | grep 'not found'; then
   echo "build_image.sh: libraries missing in $IMAGE" >&2
   exit 1
 fi
-echo "built $IMAGE and $PROM_IMAGE"
+echo "built $IMAGE, $PROM_IMAGE and $TB_IMAGE"

@@ -214,9 +214,21 @@ def worker_coordinator_cert(d):
 def ps_open(d):
     if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "pscluster-ps":
         d["spec"]["ingress"][0]["from"][0]["namespaceSelector"] = {}
+def evaluator_elsewhere(d):
+    if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "evaluator":
+        args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        args[:] = [a.replace("--checkpoint_dir=fashion-mnist-mlp", "--checkpoint_dir=other-job")
+                   for a in args]
+def evaluator_with_cert(d):
+    if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "evaluator":
+        pod = d["spec"]["template"]["spec"]
+        pod["volumes"].append({"name": "tls", "secret": {"secretName": "pscluster-worker-tls"}})
+        pod["containers"][0]["volumeMounts"].append({"name": "tls", "mountPath": "/etc/pscluster/tls"})
 variant("typo_ou.yaml", typo_ou)
 variant("worker_coordinator_cert.yaml", worker_coordinator_cert)
 variant("ps_open.yaml", ps_open)
+variant("evaluator_elsewhere.yaml", evaluator_elsewhere)
+variant("evaluator_with_cert.yaml", evaluator_with_cert)
 PY
   run_must_fail 'unknown field spec.subject.organizationalUnit' \
     "$python" "$here/k8s/check_k8s.py" "$tmp/typo_ou.yaml"
@@ -224,6 +236,11 @@ PY
     "$python" "$here/k8s/check_k8s.py" "$tmp/worker_coordinator_cert.yaml"
   run_must_fail 'port 2222 .grpc. must admit only pscluster pods' \
     "$python" "$here/k8s/check_k8s.py" "$tmp/ps_open.yaml"
+  # ... and an evaluator that watches no job's directory, or holds a certificate.
+  run_must_fail 'is not the checkpoint.dir of a job' \
+    "$python" "$here/k8s/check_k8s.py" "$tmp/evaluator_elsewhere.yaml"
+  run_must_fail 'the evaluator needs no certificate' \
+    "$python" "$here/k8s/check_k8s.py" "$tmp/evaluator_with_cert.yaml"
 }
 
 areas=("$@")

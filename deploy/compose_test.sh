@@ -6,16 +6,21 @@
 # through the coordinator's published port, kills the ps-0 container
 # (SIGKILL) at ~30 % of the job's steps, and checks that the job SUCCEEDS with
 # ps_recoveries >= 1 (ps-0 restarted by its restart policy, the job restored
-# from its checkpoint) and a sane accuracy, and that the compose Prometheus
-# scraped pscluster_job_steps_total > 0. Then `docker-compose down -v` and
-# every process the test started is stopped (by pid).
+# from its checkpoint), and that the compose Prometheus scraped
+# pscluster_job_steps_total > 0. The job runs `eval: sidecar`: the compose
+# `evaluator` service (PSCLUSTER_EVAL_JOB_DIR=compose-test) evaluates its
+# checkpoints beside the 2 PS x 2 workers; the test waits until it has
+# evaluated the job's final checkpoint and checks a sane accuracy there, its
+# best/ record, and its gauge in Prometheus; the `tensorboard` service lists
+# the job's run and the evaluator's (<run>/eval). Then `docker-compose down
+# -v` and every process the test started is stopped (by pid).
 # The cluster runs as shipped: mutual TLS with per-role certificates and a
 # bearer token, made by deploy/make_certs.sh; psctl presents the OU=user
 # certificate and the token. The test also checks that psctl without a
 # certificate, and with one but without the token, is refused, and that a
 # worker container holds only its own OU=worker certificate.
 #
-# Usage: deploy/compose_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR
+# Usage: deploy/compose_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR EVALUATOR
 #   (as //deploy:compose_test; from a source tree, with no arguments, it uses
 #   the binaries under .bazel/bin/).
 # Needs root, the host's Debian mirror (apt installs the podman stack if it is
@@ -39,11 +44,13 @@ fail() {
 }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 
-if [[ $# -ge 4 ]]; then
+if [[ $# -ge 5 ]]; then
   PSCTL=$(abs "$1") PS_SERVER=$(abs "$2") WORKER_SERVER=$(abs "$3") COORDINATOR=$(abs "$4")
+  EVALUATOR=$(abs "$5")
 else
   PSCTL=$root/.bazel/bin/client/psctl PS_SERVER=$root/.bazel/bin/ps/ps_server
   WORKER_SERVER=$root/.bazel/bin/worker/worker_server COORDINATOR=$root/.bazel/bin/coordinator/coordinator
+  EVALUATOR=$root/.bazel/bin/evaluator/evaluator
 fi
 export PSCTL
 PODMAN=${PODMAN:-podman}
@@ -149,6 +156,7 @@ t0=$(now)
 mkdir -p "$TMP/bin"
 ln -s "$PSCTL" "$TMP/bin/psctl"; ln -s "$PS_SERVER" "$TMP/bin/ps_server"
 ln -s "$WORKER_SERVER" "$TMP/bin/worker_server"; ln -s "$COORDINATOR" "$TMP/bin/coordinator"
+ln -s "$EVALUATOR" "$TMP/bin/evaluator"
 if ! "$PODMAN" image exists localhost/pscluster-base; then
   # debootstrap needs the mirror; without it no image can be made.
   m=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
@@ -159,7 +167,7 @@ PATH="$(dirname "$(command -v "$PODMAN")"):$PATH" STAGE="$TMP/stage" \
   "$root/deploy/build_image.sh" "$TMP/bin" 2>&1 | tee "$TMP/build.log" | grep -E '^(\+|TIMING|runtime|copying|built|base)|rror'
 ((PIPESTATUS[0] == 0)) || { tail -30 "$TMP/build.log"; fail "deploy/build_image.sh failed"; }
 rm -rf "$TMP/stage"
-timing "images (base cached or not, pscluster, prometheus)" "$t0"
+timing "images (base cached or not, pscluster, prometheus, tensorboard)" "$t0"
 
 # ----------------------------------------------------------- compose up
 t0=$(now)
@@ -177,6 +185,9 @@ export PSCTL_TLS_CERT=$SECRETS/user/tls.crt PSCTL_TLS_KEY=$SECRETS/user/tls.key
 export PSCTL_TLS_CA=$SECRETS/user/ca.crt PSCTL_TOKEN_FILE=$SECRETS/user/token
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 export PSCLUSTER_COORDINATOR_PORT=$(free_port) PSCLUSTER_METRICS_PORT=$(free_port) PSCLUSTER_PROMETHEUS_PORT=$(free_port)
+export PSCLUSTER_TENSORBOARD_PORT=$(free_port)
+# The evaluator watches the test job's checkpoint directory.
+export PSCLUSTER_EVAL_JOB_DIR=compose-test
 # Prometheus scrapes every 1 s here (the shipped config: 15 s).
 sed -i 's/^\(  scrape_interval:\).*/\1 1s/' "$TMP/deploy/prometheus/prometheus.yml"
 
@@ -230,6 +241,8 @@ s = re.sub(r"name: .*", "name: compose-test", s, count=1)
 s = re.sub(r"epochs: \d+", "epochs: 50", s)
 s = re.sub(r"every_steps: \d+", "every_steps: 500", s)
 s = s.replace("checkpoints/fashion-mnist-mlp", "checkpoints/compose-test")
+s = s.replace("checkpoints/tb/fashion-mnist-mlp", "checkpoints/tb/compose-test")
+assert "mode: sidecar" in s, "the shipped job no longer runs eval: sidecar"
 print(s, end="")
 PY
 JOB=$("$PSCTL" submit "$TMP/job.yaml" --coordinator "$ADDRESS") || fail "psctl submit failed"
@@ -267,13 +280,68 @@ echo "ps-0: $("$PODMAN" inspect --format 'restarts={{.RestartCount}} state={{.St
 python3 - "$TMP/result.json" <<'PY' || fail "the job's result is wrong"
 import json, sys
 j = json.load(open(sys.argv[1]))
-print("job %s: %s, %d/%d steps, eval accuracy %.4f, ps_recoveries %d, lost_steps %d, checkpoints %d, %.1f s"
-      % (j["job_id"] if "job_id" in j else "?", j["state"], j["steps"], j["total_steps"], j["eval_accuracy"],
+print("job %s: %s, %d/%d steps, eval %s, ps_recoveries %d, lost_steps %d, checkpoints %d, %.1f s"
+      % (j["job_id"] if "job_id" in j else "?", j["state"], j["steps"], j["total_steps"], j["eval_mode"],
          j["ps_recoveries"], j["lost_steps"], j["checkpoints"], j["wall_seconds"]))
-ok = j["state"] == "SUCCEEDED" and j["ps_recoveries"] >= 1 and j["eval_accuracy"] >= 0.70
+# eval: sidecar: the coordinator claims no eval metric (the evaluator's are below).
+ok = (j["state"] == "SUCCEEDED" and j["ps_recoveries"] >= 1 and j["eval_mode"] == "sidecar"
+      and j["eval_accuracy"] is None)
 sys.exit(0 if ok else 1)
 PY
 timing "job (submit to SUCCEEDED)" "$t0"
+
+# -------------------------------------------------------------- evaluator
+# The evaluator ran beside the job: it must reach the job's final checkpoint
+# (waited for on its state file, bounded) with a sane accuracy there.
+t0=$(now)
+ev=$(compose ps -q evaluator)
+JOBDIR=/var/lib/pscluster/checkpoints/compose-test
+newest=$("$PODMAN" exec "$ev" sh -c "ls -d $JOBDIR/ckpt-*/MANIFEST" | sed 's#.*/ckpt-\([0-9]*\)/MANIFEST#\1#' | sort -n | tail -1)
+[[ -n $newest ]] || fail "no committed checkpoint in $JOBDIR"
+deadline=$((SECONDS + 120))
+until [[ "$("$PODMAN" exec "$ev" sed -n 's/^last_evaluated //p' "$JOBDIR/evaluator/state" 2>/dev/null)" == "$newest" ]]; do
+  ((SECONDS < deadline)) || { compose logs --tail=20 evaluator; fail "the evaluator did not evaluate checkpoint $newest within 120 s"; }
+  sleep 0.5
+done
+compose logs --no-color evaluator 2>/dev/null | grep -E "evaluated checkpoint|skipped checkpoint" > "$TMP/evaluator.txt"
+cat "$TMP/evaluator.txt"
+"$PODMAN" exec "$ev" cat "$JOBDIR/evaluator/state" "$JOBDIR/best/BEST" > "$TMP/evaluator_state.txt" ||
+  fail "no evaluator state or best/BEST in $JOBDIR"
+sed 's/^/  /' "$TMP/evaluator_state.txt"
+python3 - "$TMP/evaluator.txt" "$newest" <<'PY' || fail "the evaluator's results are wrong"
+import re, sys
+lines = [re.search(r"evaluated checkpoint (\d+) step (\d+): loss (\S+) accuracy (\S+)", l)
+         for l in open(sys.argv[1])]
+lines = [m for m in lines if m]
+ids = [int(m[1]) for m in lines]
+assert ids and ids[-1] == int(sys.argv[2]), (ids, sys.argv[2])
+assert len(ids) == len(set(ids)), ids
+acc = float(lines[-1][4])
+print(f"evaluator: {len(ids)} checkpoints evaluated beside the job, final {ids[-1]} accuracy {acc:.4f}")
+assert acc >= 0.70, acc
+PY
+query="http://127.0.0.1:$PSCLUSTER_PROMETHEUS_PORT/api/v1/query?query=pscluster_evaluator_eval%7Bmetric%3D%22accuracy%22%7D"
+deadline=$((SECONDS + 60))
+until curl -sf --max-time 5 "$query" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["data"]["result"]
+sys.exit(0 if r and float(r[0]["value"][1]) >= 0.70 else 1)' 2>/dev/null; do
+  ((SECONDS < deadline)) || fail "Prometheus has no pscluster_evaluator_eval{metric=\"accuracy\"} >= 0.70"
+  sleep 1
+done
+echo "Prometheus: pscluster_evaluator_eval{metric=\"accuracy\"} scraped"
+timing "evaluator (job end to its final checkpoint evaluated)" "$t0"
+
+# ------------------------------------------------------------ tensorboard
+t0=$(now)
+deadline=$((SECONDS + 120))
+until runs=$(curl -sf --max-time 5 "http://127.0.0.1:$PSCLUSTER_TENSORBOARD_PORT/data/runs") &&
+      python3 -c 'import json, sys; r = json.loads(sys.argv[1]); sys.exit(0 if {"compose-test", "compose-test/eval"} <= set(r) else 1)' "$runs"; do
+  ((SECONDS < deadline)) || fail "TensorBoard on 127.0.0.1:$PSCLUSTER_TENSORBOARD_PORT lists no runs compose-test and compose-test/eval (got: ${runs:-nothing})"
+  sleep 2
+done
+echo "TensorBoard runs: $runs"
+timing tensorboard "$t0"
 
 # ------------------------------------------------------------- prometheus
 t0=$(now)

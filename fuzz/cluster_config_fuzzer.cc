@@ -22,11 +22,13 @@
 namespace pscluster {
 namespace {
 
-constexpr TaskType kTypes[] = {TaskType::kChief, TaskType::kWorker, TaskType::kPs};
+constexpr TaskType kTypes[] = {TaskType::kChief, TaskType::kWorker, TaskType::kPs,
+                               TaskType::kEvaluator};
 
 void CheckValid(const ClusterSpec& spec) {
   FUZZ_CHECK(spec.chief.size() <= 1, "more than one chief accepted");
   FUZZ_CHECK(!spec.worker.empty(), "a cluster without workers accepted");
+  FUZZ_CHECK(spec.evaluator.size() <= 1, "more than one evaluator accepted");
   // No ps is a cluster too (multi_worker_mirrored jobs only).
   std::set<std::string> seen;
   for (TaskType type : kTypes) {
@@ -82,9 +84,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckValid(config->cluster);
     CheckRoundTrip(config->cluster);
     const std::vector<std::string>& tasks = config->cluster.tasks(config->task_type);
-    FUZZ_CHECK(config->task_index >= 0 && static_cast<size_t>(config->task_index) < tasks.size(),
-               absl::StrCat("task index ", config->task_index, " out of range"));
-    FUZZ_CHECK(CheckHostPort(config->task_address()).ok(), "the task's address is invalid");
+    if (config->task_type == TaskType::kEvaluator) {
+      // TF's evaluator: index 0, listed in `cluster` or not.
+      FUZZ_CHECK(config->task_index == 0, "an evaluator index other than 0 accepted");
+      FUZZ_CHECK(config->task_address().empty() || CheckHostPort(config->task_address()).ok(),
+                 "the evaluator's address is invalid");
+    } else {
+      FUZZ_CHECK(config->task_index >= 0 && static_cast<size_t>(config->task_index) < tasks.size(),
+                 absl::StrCat("task index ", config->task_index, " out of range"));
+      FUZZ_CHECK(CheckHostPort(config->task_address()).ok(), "the task's address is invalid");
+    }
     FUZZ_CHECK(
         MakeClusterConfig(config->cluster, config->task_type, config->task_index, "fuzz").ok(),
         "MakeClusterConfig refuses a parsed TF_CONFIG's task");

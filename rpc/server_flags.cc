@@ -37,8 +37,8 @@ ABSL_FLAG(std::string, cluster, "",
           "cluster file (YAML or JSON: a `cluster:` mapping of chief/worker/ps to lists of "
           "host:port, as in TF_CONFIG); with --task_type/--task_index. Wins over TF_CONFIG.");
 ABSL_FLAG(std::string, task_type, "",
-          "this server's job in the cluster (chief, worker or ps); default: the one this "
-          "binary runs (coordinator: chief).");
+          "this server's job in the cluster (chief, worker, ps or evaluator); default: the one "
+          "this binary runs (coordinator: chief).");
 ABSL_FLAG(int, task_index, -1,
           "this server's index in its job's list in the cluster (--cluster or TF_CONFIG).");
 
@@ -160,6 +160,7 @@ absl::StatusOr<std::optional<ClusterConfig>> ResolveServerCluster(TaskType self,
     if (!spec.ok()) return spec.status();
     const TaskType type = type_flag.value_or(self);
     int index = task_index_flag;
+    if (index == -1 && type == TaskType::kEvaluator) index = 0;  // the only one
     if (index == -1) {
       if (spec->tasks(type).size() != 1) {
         return absl::InvalidArgumentError(
@@ -184,7 +185,7 @@ absl::StatusOr<std::optional<ClusterConfig>> ResolveServerCluster(TaskType self,
         source, ": this task is ", TaskTypeName(config->task_type), " ", config->task_index,
         ", but this server runs ", TaskTypeName(self), " tasks"));
   }
-  if (absl::GetFlag(FLAGS_address).empty()) {
+  if (absl::GetFlag(FLAGS_address).empty() && !config->task_address().empty()) {
     options->address = ListenAddressFor(config->task_address());
   }
   // The cluster's TLS files unless the flags name some.

@@ -29,14 +29,15 @@ absl::StatusOr<ServerOptions> ParseServerCommandLine(int argc, char** argv);
 // The cluster this server belongs to and its task in it. REQUIRES:
 // ParseServerCommandLine succeeded.
 //
-// Sources, first match wins: --cluster FILE (with --task_index, and
-// --task_type, which defaults to `self`), then `tf_config`, the text of the
+// Sources, first match wins: --cluster FILE (with --task_index, which an
+// evaluator may leave out: it is task 0, and --task_type, which defaults to
+// `self`), then `tf_config`, the text of the
 // TF_CONFIG environment variable (null or empty: unset; --task_type and
 // --task_index override its `task`, as in TF). nullopt when neither is given.
 // The task's type must be `self`, the kind of task this binary runs.
 //
 // Unless --address was given, sets options->address to the task's entry in
-// the cluster: that address when its host is an IP literal, 0.0.0.0:PORT
+// the cluster (an evaluator the cluster does not list keeps the default): that address when its host is an IP literal, 0.0.0.0:PORT
 // when it is a DNS name (ListenAddressFor). Unless --tls_cert/--tls_key/
 // --tls_ca were given, sets options->transport.tls to the cluster's `tls`.
 //

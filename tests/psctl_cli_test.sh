@@ -32,7 +32,7 @@ expect 0 help --help
 expect 0 help_short -h
 grep -q "Exit codes" "$TMP/help.out" || fail "--help does not document the exit codes"
 grep -q "PSCTL_COORDINATOR" "$TMP/help.out" || fail "--help does not mention PSCTL_COORDINATOR"
-for cmd in local submit status watch cancel list describe logs checkpoint; do
+for cmd in local submit status watch cancel list describe logs checkpoint predict; do
   expect 0 "help_$cmd" "$cmd" --help
   grep -q "Usage: psctl $cmd" "$TMP/help_$cmd.out" || fail "$cmd --help is not $cmd's help"
 done

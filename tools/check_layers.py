@@ -5,7 +5,7 @@
 
 A file may include its own layer or a lower one, never a higher one:
   - protos/ (generated messages) and common/ include only protos/ and common/;
-  - a core (ps/core, worker/core, coordinator/core) also includes its own
+  - a core (ps/core, worker/core, coordinator/core, evaluator/core) also includes its own
     core, never another core (they meet in client/ and the binaries), and no
     gRPC: neither <grpcpp/...> / <grpc/...> nor a *.grpc.pb.h (the same cores
     run in one process for strategy: one_device and mirrored);
@@ -35,7 +35,7 @@ import sys
 SOURCE_SUFFIXES = (".cc", ".h", ".cu", ".cuh")
 SKIPPED_TOP = {"tests", "bench", "fuzz", "tools", "examples", "deploy", "docs", "third_party",
                "data", "shared"}
-PROJECT_TOP = {"protos", "common", "rpc", "ps", "worker", "coordinator", "client"}
+PROJECT_TOP = {"protos", "common", "rpc", "ps", "worker", "coordinator", "evaluator", "client"}
 INCLUDE = re.compile(r'\s*#\s*include\s+([<"])([^">]+)[">]')
 
 

@@ -21,6 +21,8 @@ const char* ModeName(ClosureMode mode) {
       return "training";
     case EVAL:
       return "eval";
+    case PREDICT:
+      return "predict";
     default:
       return "no-op";
   }

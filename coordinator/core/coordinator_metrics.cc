@@ -180,7 +180,10 @@ std::vector<MetricFamily> CoordinatorMetrics::Collect() const {
     out.push_back(One("pscluster_job_train_loss",
                       "Mean training loss of the running (else the last) job's current epoch.",
                       MetricType::Gauge, trained->train_loss()));
-    if (trained->epochs_size() > 0) {
+    // eval: sidecar / none: the coordinator measured no eval metric (the
+    // sidecar evaluator exports its own, pscluster_evaluator_eval).
+    const bool inline_eval = trained->eval_mode().empty() || trained->eval_mode() == "inline";
+    if (trained->epochs_size() > 0 && inline_eval) {
       MetricFamily eval = Family("pscluster_job_eval_metric",
                                  "Eval metrics of the running (else the last) job after its last "
                                  "finished epoch.",

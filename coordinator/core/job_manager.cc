@@ -32,6 +32,7 @@ JobManager::~JobManager() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     if (!running_.empty()) jobs_[running_]->Interrupt();
+    if (predicting_ != nullptr) predicting_->Cancel();
   }
   scheduler_.join();
 }
@@ -73,8 +74,9 @@ void JobManager::SchedulerLoop() {
     std::string id;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]()
-                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || (!queue_.empty() && predicting_ == nullptr);
+      };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;
       id = queue_.front();
@@ -370,6 +372,142 @@ std::vector<JobStatusProto> JobManager::List() {
 int64_t JobManager::QueueDepth() {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(queue_.size());
+}
+
+absl::Status JobManager::Predict(const PredictRequest& request,
+                                const std::function<bool(const PredictResponse&)>& write) {
+  const std::string path = request.spec_path().empty() ? "job.yaml" : request.spec_path();
+  ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(request.spec_yaml(), path));
+  if (!request.checkpoint_dir().empty()) spec.checkpoint.dir = request.checkpoint_dir();
+  if (spec.checkpoint.dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": no checkpoint to predict from: give PredictRequest.checkpoint_dir or "
+              "checkpoint.dir"));
+  }
+  if (spec.strategy == Strategy::kMultiWorkerMirrored) {
+    // Its checkpoint restores onto PS like any other: predict with the
+    // parameter-server layout of the same model.
+    spec.strategy = Strategy::kParameterServer;
+  }
+  if (spec.strategy == Strategy::kOneDevice || spec.strategy == Strategy::kMirrored) {
+    spec.strategy = Strategy::kParameterServer;
+  }
+  RETURN_IF_ERROR(
+      ResolveReplicas(ReplicasFor(spec, static_cast<int64_t>(workers_.size())), &spec));
+  // Reads only where this coordinator allows (data files, the checkpoint).
+  RETURN_IF_ERROR(AdmitJobPaths(spec, options_.checkpoint_root, options_.data_roots));
+  PredictRunnerOptions o;
+  o.ps_addresses = options_.ps_addresses;
+  o.lease_secret = options_.lease_secret;
+  o.checkpoint_dir = spec.checkpoint.dir;
+  o.checkpoint_root = options_.checkpoint_root;
+  o.health = options_.health;
+  o.metrics = options_.metrics;
+  o.cluster_wait = options_.cluster_wait;
+  o.closure_rows = request.closure_rows() > 0 ? request.closure_rows() : 500;
+  o.max_attempts = options_.max_attempts;
+  o.retry_backoff = options_.retry_backoff;
+  // Progress and rows come from the dispatch threads: one writer at a time,
+  // and the rows in order (TakeReady and send under write_mu).
+  absl::Mutex write_mu;
+  bool gone = false;  // the caller went away
+  int64_t rows_sent = 0;
+  PredictRunner* self = nullptr;
+  auto send = [&](const PredictResponse& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+    if (!gone && !write(r)) {
+      gone = true;
+      self->Cancel();
+    }
+    return !gone;
+  };
+  // The rows ready in `table`, about 1 MiB a message.
+  auto send_rows = [&](PredictionTable& table) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+    const int64_t outputs = std::max<int64_t>(table.outputs(), 1);
+    const int64_t per_message =
+        std::max<int64_t>(1, (int64_t{1} << 20) / static_cast<int64_t>(sizeof(float) * outputs));
+    PredictResponse pending;
+    for (PredictionTable::Split& split : table.TakeReady()) {
+      TensorProto* values = pending.mutable_rows()->mutable_values();
+      if (values->shape_size() == 2 && values->shape(0) + split.rows > per_message) {
+        if (!send(pending)) return;
+        pending.Clear();
+        values = pending.mutable_rows()->mutable_values();
+      }
+      if (values->shape_size() == 0) {
+        pending.mutable_rows()->set_first_row(split.first_row);
+        values->set_dtype(DT_FLOAT32);
+        values->add_shape(0);
+        values->add_shape(outputs);
+      }
+      values->set_shape(0, values->shape(0) + split.rows);
+      values->mutable_data()->append(reinterpret_cast<const char*>(split.values.data()),
+                                     split.values.size() * sizeof(float));
+      rows_sent += split.rows;
+    }
+    if (pending.has_rows()) send(pending);
+  };
+  o.on_progress = [&](const PredictProgress& p, PredictionTable& table) {
+    PredictResponse r;
+    PredictProgressProto* out = r.mutable_progress();
+    out->set_closures_done(p.closures_done);
+    out->set_closures(p.closures);
+    out->set_rows_done(p.rows_done);
+    out->set_rows(p.rows);
+    out->set_retries(p.retries);
+    out->set_duplicates(p.duplicates);
+    absl::MutexLock lock(&write_mu);
+    if (send(r)) send_rows(table);
+  };
+  std::string run_id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the coordinator is shutting down");
+    if (predicting_ != nullptr) {
+      return absl::FailedPreconditionError("another batch prediction is running on the cluster");
+    }
+    if (!running_.empty() || !queue_.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the cluster is busy with job ", running_.empty() ? queue_.front() : running_,
+          " (and ", queue_.size(), " queued): predict once it is idle"));
+    }
+    run_id = absl::StrCat("predict-", ++predictions_, "-",
+                          absl::ToUnixMillis(absl::Now()));
+  }
+  PredictRunner runner(run_id, std::move(spec), ps_, workers_, std::move(o));
+  self = &runner;
+  {
+    absl::MutexLock lock(&mu_);
+    predicting_ = &runner;
+  }
+  absl::StatusOr<PredictResult> result = runner.Run();
+  {
+    absl::MutexLock lock(&mu_);
+    predicting_ = nullptr;
+  }
+  RETURN_IF_ERROR(result.status());
+  PredictionTable& table = *result->table;
+  absl::MutexLock lock(&write_mu);
+  send_rows(table);  // those no progress report took
+  if (gone) return absl::CancelledError("the caller went away");
+  if (rows_sent != table.rows()) {
+    // Verify() passed, so this is a bug here: never a short result.
+    return absl::InternalError(absl::StrCat("sent ", rows_sent, " of the ", table.rows(),
+                                            " rows predicted"));
+  }
+  PredictResponse done;
+  PredictSummary* s = done.mutable_summary();
+  s->set_run_id(run_id);
+  s->set_rows(table.rows());
+  s->set_outputs(table.outputs());
+  s->set_closures(result->progress.closures);
+  s->set_retries(result->progress.retries);
+  s->set_duplicates(result->progress.duplicates);
+  s->set_checkpoint_id(result->checkpoint_id);
+  s->set_global_step(result->global_step);
+  s->set_predict_seconds(result->predict_seconds);
+  s->set_backend(result->backend);
+  if (!send(done)) return absl::CancelledError("the caller went away");
+  return absl::OkStatus();
 }
 
 }  // namespace pscluster

@@ -21,6 +21,10 @@
 // coordinator runs it again from the start. A coordinator shutdown
 // interrupts the running job without ending it (JobRunner::Interrupt).
 //
+// A batch prediction (Predict, predict_runner.h) takes the cluster as a job
+// does: it runs only when no job runs or waits, and no job starts before it
+// ends.
+//
 // Thread-safe.
 #ifndef PSCLUSTER_COORDINATOR_CORE_JOB_MANAGER_H_
 #define PSCLUSTER_COORDINATOR_CORE_JOB_MANAGER_H_
@@ -38,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "coordinator/core/job_log.h"
 #include "coordinator/core/job_runner.h"
+#include "coordinator/core/predict_runner.h"
 
 namespace pscluster {
 
@@ -91,6 +96,19 @@ class JobManager {
   // Jobs waiting in the queue (not counting the running one).
   int64_t QueueDepth() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Batch prediction (PredictRequest; predict_runner.h), on this thread.
+  // Calls `write` with each response of the stream in order: progress
+  // (from the run's dispatch threads, one call at a time), then the rows in
+  // input order, then the summary; `write` returning false (the caller went
+  // away) cancels the run. Errors: INVALID_ARGUMENT for a spec that does not
+  // parse or a path outside the coordinator's roots (as Submit); the
+  // cluster runs one thing at a time: FAILED_PRECONDITION while a job runs
+  // or waits, or another prediction runs (no job starts until this one
+  // ends); PredictRunner::Run's errors.
+  absl::Status Predict(const PredictRequest& request,
+                       const std::function<bool(const PredictResponse&)>& write)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // A job that ended before this coordinator started, from the registry.
   struct EndedJob {
@@ -126,6 +144,9 @@ class JobManager {
   int64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;
   // Job id -> the user who submitted it (absent or "": no owner).
   std::map<std::string, std::string> owners_ ABSL_GUARDED_BY(mu_);
+  // The batch prediction running (Predict), if any: no job starts meanwhile.
+  PredictRunner* predicting_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t predictions_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread scheduler_;
 };
 

@@ -2,6 +2,7 @@
 // restart, and each job's PS namespace freed when it ends.
 #include "coordinator/core/job_manager.h"
 
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -70,6 +71,18 @@ class Worker : public WorkerClient {
         if (absl::Status s = ps->Push(push, &pushed); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat("ps: push: ", s.message()));
         }
+      }
+    }
+    if (request.mode() == PREDICT) {
+      // Row r's outputs: (2r, 2r + 1).
+      response->set_first_row(request.split().begin());
+      TensorProto* t = response->mutable_predictions();
+      t->set_dtype(DT_FLOAT32);
+      t->add_shape(n);
+      t->add_shape(2);
+      for (int64_t r = request.split().begin(); r < request.split().end(); ++r) {
+        const float v[2] = {2.0f * r, 2.0f * r + 1};
+        t->mutable_data()->append(reinterpret_cast<const char*>(v), sizeof(v));
       }
     }
     response->set_examples(n);
@@ -358,6 +371,76 @@ TEST(JobManagerTest, TheQueueSurvivesACoordinatorRestart) {
   EXPECT_EQ(WaitForState(*jobs, e, {SUCCEEDED, FAILED}), SUCCEEDED);
   jobs.reset();
   std::filesystem::remove_all(dir);
+}
+
+// Predict: the rows of a finished job's checkpoint come back in input order
+// (streamed as they are ready, between progress reports), then the summary;
+// refused while a job runs.
+TEST(JobManagerTest, PredictStreamsEveryRowInOrderAndIsRefusedWhileAJobRuns) {
+  Cluster c;
+  auto jobs = c.Manager();
+  const std::string job = Job("p", 3) + "checkpoint: {dir: ck}\n";
+  absl::StatusOr<SubmitJobResponse> trained = jobs->Submit(job, "p.yaml");
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  ASSERT_EQ(WaitForState(*jobs, trained->job_id(), {SUCCEEDED, FAILED}), SUCCEEDED);
+
+  PredictRequest request;
+  request.set_spec_yaml(job);
+  request.set_closure_rows(3);  // 10 eval rows: 4 closures
+  std::vector<PredictResponse> stream;
+  absl::Mutex mu;
+  const absl::Status s = jobs->Predict(request, [&](const PredictResponse& r) {
+    absl::MutexLock lock(&mu);
+    stream.push_back(r);
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_GE(stream.size(), 3u);
+  EXPECT_TRUE(stream.front().has_progress());
+  EXPECT_EQ(stream.front().progress().closures(), 4);
+  ASSERT_TRUE(stream.back().has_summary());
+  EXPECT_EQ(stream.back().summary().rows(), 10);
+  EXPECT_EQ(stream.back().summary().outputs(), 2);
+  EXPECT_EQ(stream.back().summary().closures(), 4);
+  int64_t next = 0;
+  for (const PredictResponse& r : stream) {
+    if (!r.has_rows()) continue;
+    EXPECT_EQ(r.rows().first_row(), next);
+    const TensorProto& t = r.rows().values();
+    ASSERT_EQ(t.shape(1), 2);
+    std::vector<float> v(t.data().size() / sizeof(float));
+    std::memcpy(v.data(), t.data().data(), t.data().size());
+    for (int64_t i = 0; i < t.shape(0); ++i) {
+      EXPECT_EQ(v[2 * i], 2.0f * (next + i));
+      EXPECT_EQ(v[2 * i + 1], 2.0f * (next + i) + 1);
+    }
+    next += t.shape(0);
+  }
+  EXPECT_EQ(next, 10);
+  // The prediction's namespace is freed on the PS like a job's.
+  EXPECT_TRUE(c.HeldJobs().empty());
+
+  // While a job runs the cluster is busy.
+  c.w.Hold(true);
+  absl::StatusOr<SubmitJobResponse> busy = jobs->Submit(Job("q", 2), "q.yaml");
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  ASSERT_EQ(WaitForState(*jobs, busy->job_id(), {RUNNING}), RUNNING);
+  const absl::Status refused = jobs->Predict(request, [](const PredictResponse&) { return true; });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr(busy->job_id()));
+  c.w.Hold(false);
+  EXPECT_EQ(WaitForState(*jobs, busy->job_id(), {SUCCEEDED, FAILED}), SUCCEEDED);
+
+  // A spec that does not parse, a directory with no checkpoint.
+  request.set_spec_yaml("model: [");
+  EXPECT_EQ(jobs->Predict(request, [](const PredictResponse&) { return true; }).code(),
+            absl::StatusCode::kInvalidArgument);
+  request.set_spec_yaml(job);
+  std::filesystem::create_directories(c.root + "/empty");
+  request.set_checkpoint_dir("empty");
+  const absl::Status none = jobs->Predict(request, [](const PredictResponse&) { return true; });
+  EXPECT_EQ(none.code(), absl::StatusCode::kNotFound) << none;
+  EXPECT_THAT(std::string(none.message()), HasSubstr("no committed checkpoint"));
 }
 
 }  // namespace

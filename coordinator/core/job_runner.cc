@@ -54,6 +54,7 @@ JobStatusProto QueuedStatus(const std::string& job_id, const JobSpec& spec, absl
   status.set_global_batch(spec.data.global_batch);
   status.set_replicas(spec.replicas);
   status.set_strategy(StrategyName(spec.strategy));
+  status.set_eval_mode(EvalModeName(spec.eval.mode));
   status.set_learning_rate(DescribeLearningRate(spec.optimizer));
   status.set_submitted_unix_s(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
   return status;
@@ -188,6 +189,7 @@ absl::Status JobRunner::OpenSummaries() {
   o.logdir = logdir;
   o.every_steps = spec_.summaries.every_steps;
   o.optimizer = spec_.optimizer;
+  o.inline_eval = spec_.eval.mode == EvalSpec::Mode::kInline;
   o.now = options_.now;
   o.on_error = [this](const std::string& message) { board_.Event("summaries_failed", message); };
   ASSIGN_OR_RETURN(summaries_, JobSummaries::Create(std::move(o)));
@@ -451,10 +453,15 @@ absl::Status JobRunner::RunEpochs(const DataSizes& data) {
     ASSIGN_OR_RETURN(const PhaseEnd t,
                      phases_.RunPhase(TRAIN, epoch, data.train, closure_examples, &train));
     if (t == PhaseEnd::kRolledBack) continue;
+    // eval: sidecar evaluates the checkpoints in another process, eval: none
+    // not at all; the epoch's result then holds no eval metrics.
+    const bool inline_eval = spec_.eval.mode == EvalSpec::Mode::kInline;
     PhaseTotals eval;
-    ASSIGN_OR_RETURN(const PhaseEnd e, phases_.RunPhase(EVAL, epoch, data.eval,
-                                                        options_.eval_closure_examples, &eval));
-    if (e == PhaseEnd::kRolledBack) continue;
+    if (inline_eval) {
+      ASSIGN_OR_RETURN(const PhaseEnd e, phases_.RunPhase(EVAL, epoch, data.eval,
+                                                          options_.eval_closure_examples, &eval));
+      if (e == PhaseEnd::kRolledBack) continue;
+    }
     EpochResult r;
     r.set_epoch(epoch + 1);
     r.set_train_loss(phases_.TrainLoss());
@@ -479,8 +486,10 @@ absl::Status JobRunner::RunEpochs(const DataSizes& data) {
     }
     Event("epoch",
           absl::StrCat("epoch ", epoch + 1, "/", spec_.train.epochs, " finished: train loss ",
-                       absl::SixDigits(r.train_loss()), ", eval accuracy ",
-                       absl::SixDigits(r.eval_accuracy()),
+                       absl::SixDigits(r.train_loss()),
+                       inline_eval ? absl::StrCat(", eval accuracy ",
+                                                  absl::SixDigits(r.eval_accuracy()))
+                                   : absl::StrCat(" (eval: ", EvalModeName(spec_.eval.mode), ")"),
                        r.eval_auc() > 0 ? absl::StrCat(", eval AUC ", absl::SixDigits(r.eval_auc()))
                                         : std::string()));
     JobLogRecord rec;

@@ -59,6 +59,37 @@ TEST(JobRunnerTest, RunsEverySplitOnceAndReportsProgress) {
   for (auto& [k, v] : all) EXPECT_EQ(v, 1);
 }
 
+// eval: sidecar and none: the coordinator runs no eval closure, and the
+// status claims no eval metric (eval_mode says why).
+TEST(JobRunnerTest, SidecarAndNoneEvalRunNoEvalClosures) {
+  for (const EvalSpec::Mode mode : {EvalSpec::Mode::kSidecar, EvalSpec::Mode::kNone}) {
+    Cluster c;
+    JobSpec spec = Spec(2);
+    spec.eval.mode = mode;
+    JobRunner runner("t-1", ForWorkers(spec, 2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1},
+                     FastRetries());
+    ASSERT_TRUE(runner.Run().ok());
+    const JobStatusProto s = runner.Status();
+    EXPECT_EQ(s.state(), SUCCEEDED);
+    EXPECT_EQ(s.eval_mode(), EvalModeName(mode));
+    EXPECT_EQ(s.examples(), 2 * 95);
+    ASSERT_EQ(s.epochs_size(), 2);
+    EXPECT_EQ(s.epochs(1).eval_accuracy(), 0);
+    EXPECT_EQ(s.eval_accuracy(), 0);
+    EXPECT_EQ(s.eval_loss(), 0);
+    std::map<std::tuple<int, int64_t, int64_t>, int> all = c.w0.runs_;
+    for (auto& [k, v] : c.w1.runs_) all[k] += v;
+    EXPECT_EQ(all.size(), 2u * 4);  // the training splits only
+    for (auto& [k, v] : all) EXPECT_EQ(std::get<0>(k), TRAIN);
+  }
+  Cluster c;
+  JobRunner inline_runner("t-1", ForWorkers(Spec(1), 2), {&c.ps0, &c.ps1}, {&c.w0, &c.w1},
+                          FastRetries());
+  ASSERT_TRUE(inline_runner.Run().ok());
+  EXPECT_EQ(inline_runner.Status().eval_mode(), "inline");
+  EXPECT_GT(inline_runner.Status().eval_accuracy(), 0);
+}
+
 TEST(JobRunnerTest, UnavailableWorkerClosuresAreRetriedOnTheSameSplit) {
   Cluster c;
   c.w0.FailNext(3, absl::UnavailableError("connection refused"));

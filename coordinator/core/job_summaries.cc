@@ -72,13 +72,15 @@ void JobSummaries::EpochFinished(int64_t steps, const EpochResult& result, doubl
   std::vector<std::pair<std::string, double>> scalars = {
       {"epoch", static_cast<double>(result.epoch())},
       {"epoch/train_loss", result.train_loss()},
-      {"epoch/eval_loss", result.eval_loss()},
-      {"epoch/eval_accuracy", result.eval_accuracy()},
       {"epoch/wall_seconds", result.wall_seconds()},
       {"train/learning_rate", LearningRate(steps)},
       {"train/examples_per_sec", examples_per_sec},
   };
-  if (result.eval_auc() > 0) scalars.push_back({"epoch/eval_auc", result.eval_auc()});
+  if (options_.inline_eval) {
+    scalars.push_back({"epoch/eval_loss", result.eval_loss()});
+    scalars.push_back({"epoch/eval_accuracy", result.eval_accuracy()});
+    if (result.eval_auc() > 0) scalars.push_back({"epoch/eval_auc", result.eval_auc()});
+  }
   for (const PsLoad& p : ps) {
     scalars.push_back({absl::StrCat("ps/", p.ps_index(), "/parameter_bytes"),
                        static_cast<double>(p.parameter_bytes())});

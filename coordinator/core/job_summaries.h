@@ -59,6 +59,10 @@ class JobSummaries {
     int64_t every_steps = 100;
     // The job's optimizer (resolved for its replicas): its learning rate.
     OptimizerProto optimizer;
+    // The coordinator evaluates after each epoch (eval: inline): the epoch
+    // scalars include epoch/eval_*. false (sidecar, none): they do not (the
+    // sidecar evaluator writes its own under <logdir>/eval).
+    bool inline_eval = true;
     // The clock of the events' wall times and of the file's name.
     std::function<absl::Time()> now = [] { return absl::Now(); };
     // Told, once, why the summaries stopped (the message names the file);

@@ -86,6 +86,23 @@ TEST(JobSummariesTest, TrainLossEveryStepsIsTheMeanSinceThePreviousPoint) {
   EXPECT_FLOAT_EQ(Values(events[1])["train/loss"], 0.4f);
 }
 
+// eval: sidecar / none: the epoch's scalars claim no eval metric.
+TEST(JobSummariesTest, NoEpochEvalScalarsWithoutInlineEval) {
+  JobSummaries::Options o = TestOptions("no_inline_eval", 0);
+  o.inline_eval = false;
+  auto summaries = JobSummaries::Create(o);
+  ASSERT_TRUE(summaries.ok()) << summaries.status();
+  EpochResult r;
+  r.set_epoch(1);
+  r.set_train_loss(0.5);
+  (*summaries)->EpochFinished(30, r, 10.0, {});
+  const std::vector<tensorflow::Event> events = ReadSummaries((*summaries)->path());
+  ASSERT_EQ(events.size(), 1u);
+  const std::map<std::string, float> values = Values(events[0]);
+  EXPECT_EQ(values.count("epoch/train_loss"), 1u);
+  for (const auto& [tag, value] : values) EXPECT_EQ(tag.find("eval"), std::string::npos) << tag;
+}
+
 TEST(JobSummariesTest, PointsRestartAfterARollback) {
   auto summaries = JobSummaries::Create(TestOptions("rollback", 10));
   ASSERT_TRUE(summaries.ok()) << summaries.status();

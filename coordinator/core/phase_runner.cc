@@ -12,7 +12,10 @@
 namespace pscluster {
 
 int64_t ClosureId(ClosureMode mode, int64_t epoch, int64_t split) {
-  return (mode == EVAL ? (int64_t{1} << 62) : 0) | (epoch << 32) | split;
+  const int64_t kind = mode == EVAL      ? (int64_t{1} << 62)
+                       : mode == PREDICT ? (int64_t{1} << 61)
+                                         : 0;
+  return kind | (epoch << 32) | split;
 }
 
 PhaseRunner::PhaseRunner(Options options, Control control)
@@ -196,7 +199,9 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
     d.health_stopped = options_.health->stopped();
     d.worker_losses = options_.health->worker_losses(w);
   }
-  d.deadline = mode == EVAL ? &eval_deadline_ : &train_deadline_;
+  d.deadline = mode == EVAL      ? &eval_deadline_
+               : mode == PREDICT ? &predict_deadline_
+                                 : &train_deadline_;
   d.on_success = [this, mode, queue, totals, sync](const Closure& c,
                                                    const RunClosureResponse& r) {
     bool split_done = false;
@@ -204,6 +209,7 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
     if (mode == TRAIN && options_.on_train_closure) {
       options_.on_train_closure(steps_now, r.examples(), r.loss_sum());
     }
+    if (mode == PREDICT && options_.on_predict_closure) options_.on_predict_closure(c, r);
     // Hold further dispatch for the control loop to take the checkpoint. (A
     // synchronous phase takes it between its splits: pausing one replica
     // would hold the others at the step's barrier.)

@@ -1,6 +1,7 @@
-// PhaseRunner: runs the phases of a job (an epoch's training, then its eval)
-// on the workers, and keeps the job's data position: the epoch in progress
-// and the splits of it that finished.
+// PhaseRunner: runs the phases of a job (an epoch's training, then its eval;
+// or a batch prediction's one PREDICT phase, predict_runner.h) on the
+// workers, and keeps the job's data position: the epoch in progress and the
+// splits of it that finished.
 //
 // A phase splits [0, size) into closures of `closure_examples` examples
 // (those of splits already finished are skipped), queues them (a
@@ -89,6 +90,11 @@ class PhaseRunner {
     // far, and the closure's examples and summed loss (the job's TensorBoard
     // summaries, job_summaries.h). Null: none.
     std::function<void(int64_t steps, int64_t examples, double loss_sum)> on_train_closure;
+    // Called with each PREDICT closure that succeeded and its answer (its
+    // predictions), on its dispatch thread with no lock of the PhaseRunner
+    // held. A closure retried or run twice may be reported twice: the
+    // callee keeps one answer per split (prediction_table.h). Null: none.
+    std::function<void(const Closure&, const RunClosureResponse&)> on_predict_closure;
     std::function<absl::Time()> now = [] { return absl::Now(); };
   };
   // The job's side of a phase's control loop.
@@ -167,6 +173,7 @@ class PhaseRunner {
   // RunClosure(s) deadlines, from the job's own closures of each kind.
   ClosureDeadline train_deadline_;
   ClosureDeadline eval_deadline_;
+  ClosureDeadline predict_deadline_;
 
   mutable absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

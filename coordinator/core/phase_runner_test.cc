@@ -319,6 +319,8 @@ TEST(PhaseRunnerTest, ResumeFromLogTakesTheFinishedEpochsAndClosures) {
 
 TEST(PhaseRunnerTest, ClosureIdsDifferByModeEpochAndSplit) {
   EXPECT_NE(ClosureId(TRAIN, 0, 1), ClosureId(EVAL, 0, 1));
+  EXPECT_NE(ClosureId(PREDICT, 0, 1), ClosureId(EVAL, 0, 1));
+  EXPECT_NE(ClosureId(PREDICT, 0, 1), ClosureId(TRAIN, 0, 1));
   EXPECT_NE(ClosureId(TRAIN, 0, 1), ClosureId(TRAIN, 1, 1));
   EXPECT_LT(ClosureId(TRAIN, 1, 1000), ClosureId(TRAIN, 2, 0));
 }

@@ -88,4 +88,14 @@ grpc::Status CoordinatorService::GetJobEvents(grpc::ServerContext* ctx,
   });
 }
 
+grpc::Status CoordinatorService::Predict(grpc::ServerContext* ctx, const PredictRequest* request,
+                                         grpc::ServerWriter<PredictResponse>* writer) {
+  return handler_.Run("Predict", [&]() -> absl::Status {
+    RETURN_IF_ERROR(Caller(ctx).status());
+    return jobs_->Predict(*request, [&](const PredictResponse& r) {
+      return !ctx->IsCancelled() && writer->Write(r);
+    });
+  });
+}
+
 }  // namespace pscluster

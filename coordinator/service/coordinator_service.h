@@ -35,6 +35,9 @@ class CoordinatorService final : public Coordinator::Service {
                            DescribeJobResponse* response) override;
   grpc::Status GetJobEvents(grpc::ServerContext* ctx, const GetJobEventsRequest* request,
                             GetJobEventsResponse* response) override;
+  // Batch prediction (JobManager::Predict); the owner of a token may run it.
+  grpc::Status Predict(grpc::ServerContext* ctx, const PredictRequest* request,
+                       grpc::ServerWriter<PredictResponse>* writer) override;
 
  private:
   // The caller's user; UNAUTHENTICATED without valid credentials.

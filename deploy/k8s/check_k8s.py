@@ -30,7 +30,12 @@ script checks that the objects fit together and fit pscluster:
   - the coordinator and every PS share the state volume (PS write checkpoint
     shards into directories the coordinator names), and each job's
     checkpoint.dir is on it;
-  - the coordinator's --ps_memory_limit_bytes is below the PS memory limit.
+  - the coordinator's --ps_memory_limit_bytes is below the PS memory limit;
+  - the sidecar evaluator (task type evaluator, no gRPC port): probes are
+    httpGet on its metrics port, it mounts no certificate (it serves and
+    dials no RPC), its --checkpoint_root is the shared claim's checkpoints
+    and its --checkpoint_dir is the checkpoint.dir of a job of the jobs
+    ConfigMap, and one pod only (one writer of its state file).
 
   - with --prometheus, every SRV name that config scrapes is a Service port
     of these manifests, in their namespace.
@@ -57,10 +62,13 @@ BINARY_FLAGS = {
                       "collective_timeout_s"},
     "coordinator": {"ps", "workers", "max_attempts", "cluster_wait_s", "ps_memory_limit_bytes",
                     "state_dir", "checkpoint_root", "data_root", "auth_tokens_file"},
+    "evaluator": {"checkpoint_root", "checkpoint_dir", "job", "data_root", "poll_interval_s",
+                  "summary_dir", "until_job_ends", "eval_closure_examples", "compute_threads"},
 }
 BINARY_SOURCES = {"ps_server": "ps/main.cc", "worker_server": "worker/main.cc",
-                  "coordinator": "coordinator/main.cc"}
-TASK_TYPES = {"ps_server": "ps", "worker_server": "worker", "coordinator": "chief"}
+                  "coordinator": "coordinator/main.cc", "evaluator": "evaluator/main.cc"}
+TASK_TYPES = {"ps_server": "ps", "worker_server": "worker", "coordinator": "chief",
+              "evaluator": "evaluator"}
 RUN_AS_USER = 10001
 # The subject OU each binary's certificate carries (rpc/peer_role.h).
 ROLES = {"ps_server": "ps", "worker_server": "worker", "coordinator": "coordinator"}
@@ -212,6 +220,9 @@ class Checker:
             if ref not in env:
                 self.error(where, f"args use $({ref}) but the container has no env {ref}")
         index = args.get("task_index", "")
+        if binary == "evaluator":
+            self.check_evaluator(where, c, args, volumes, sts_name)
+            return
         if binary != "coordinator":
             source = env.get(index[2:-1], {}).get("valueFrom", {}).get("fieldRef", {})
             if source.get("fieldPath") != "metadata.labels['apps.kubernetes.io/pod-index']":
@@ -279,6 +290,68 @@ class Checker:
                 self.error(where, f"--checkpoint_root={root} must mount the shared pscluster-state claim")
             if STATE_MOUNT in mounts:
                 self.error(where, f"{binary} must not mount all of {STATE_MOUNT} (the coordinator's state)")
+
+    def check_evaluator(self, where, c, args, volumes, sts_name):
+        """The sidecar evaluator's container: what check_container checks
+        otherwise does not fit it (no gRPC port, no certificate)."""
+        if args.get("task_index", "0") != "0":
+            self.error(where, "--task_index must be 0 (there is one evaluator)")
+        sts = self.find("StatefulSet", sts_name)
+        if sts and sts["spec"].get("replicas", 1) != 1:
+            self.error(where, "replicas must be 1 (one evaluator writes the job's evaluator/state)")
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        if set(ports) != {"metrics"}:
+            self.error(where, f"ports {sorted(ports)}: the evaluator serves only metrics")
+        for probe_name in ("readinessProbe", "livenessProbe"):
+            get = (c.get(probe_name) or {}).get("httpGet", {})
+            if get.get("port") not in ("metrics", ports.get("metrics")) or get.get("path") != "/metrics":
+                self.error(where, f"{probe_name} must be httpGet /metrics on the metrics port")
+        annotations = sts["spec"]["template"]["metadata"].get("annotations", {}) if sts else {}
+        if annotations.get("prometheus.io/scrape") != "true" or \
+                str(ports.get("metrics")) != annotations.get("prometheus.io/port"):
+            self.error(where, "prometheus.io/scrape and prometheus.io/port must name its metrics port")
+        if args.get("metrics_address") != f"0.0.0.0:{ports.get('metrics')}":
+            self.error(where, f"--metrics_address must be 0.0.0.0:{ports.get('metrics')}")
+        resources = c.get("resources", {})
+        for kind in ("requests", "limits"):
+            for r in ("cpu", "memory"):
+                if r not in resources.get(kind, {}):
+                    self.error(where, f"no resources.{kind}.{r}")
+        sc = c.get("securityContext", {})
+        if (sc.get("allowPrivilegeEscalation") is not False or
+                sc.get("readOnlyRootFilesystem") is not True or
+                sc.get("capabilities", {}).get("drop") != ["ALL"]):
+            self.error(where, "securityContext must forbid privilege escalation, make the root "
+                       "read-only and drop ALL capabilities")
+        mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+        for m in mounts.values():
+            if m["name"] not in volumes:
+                self.error(where, f"volumeMount {m['name']} names no volume")
+            elif "secret" in volumes[m["name"]]:
+                self.error(where, f"mounts Secret {volumes[m['name']]['secret'].get('secretName')}: "
+                           "the evaluator needs no certificate")
+        root = args.get("checkpoint_root", "")
+        state = volumes.get(mounts.get(root, {}).get("name"), {})
+        if state.get("persistentVolumeClaim", {}).get("claimName") != "pscluster-state":
+            self.error(where, f"--checkpoint_root={root} must mount the shared pscluster-state claim")
+        if STATE_MOUNT in mounts:
+            self.error(where, f"the evaluator must not mount all of {STATE_MOUNT} (the coordinator's state)")
+        want = os.path.normpath(os.path.join(root, args.get("checkpoint_dir", "")))
+        dirs = [os.path.normpath(d) for d in self.job_checkpoint_dirs()]
+        if not args.get("checkpoint_dir") or want not in dirs:
+            self.error(where, f"--checkpoint_dir={args.get('checkpoint_dir')} (under {root}) is "
+                       f"not the checkpoint.dir of a job in the jobs ConfigMap {dirs}")
+
+    def job_checkpoint_dirs(self):
+        out = []
+        for cm in self.objects("ConfigMap"):
+            for key, text in cm.get("data", {}).items():
+                if key == "cluster.yaml":
+                    continue
+                job = yaml.safe_load(text)
+                if isinstance(job, dict) and job.get("checkpoint", {}).get("dir"):
+                    out.append(job["checkpoint"]["dir"])
+        return out
 
     def certificate_of_secret(self, secret_name):
         for cert in self.objects("Certificate"):

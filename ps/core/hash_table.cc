@@ -211,6 +211,12 @@ HashTable::Rows HashTable::ExportRows(int64_t first, int64_t count) const {
   return out;
 }
 
+void HashTable::ExportValues(std::vector<uint64_t>* ids, std::vector<float>* values) const {
+  absl::ReaderMutexLock lock(&mu_);
+  ids->assign(ids_.begin(), ids_.end());
+  values->assign(values_.begin(), values_.begin() + ids_.size() * options_.dim);
+}
+
 absl::Status HashTable::Load(Rows rows, int64_t evicted) {
   auto fail = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("hash table '", options_.name, "': ", what));

@@ -141,6 +141,13 @@ class HashTable {
   // held). Touches nothing.
   Rows ExportRows(int64_t first, int64_t count) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Every resident row's id and weights, in arena order (ids[i]'s row is
+  // values[i * dim, (i + 1) * dim)), copied under one lock: what a lookup of
+  // ids[i] would return now, without the optimizer slots or eviction state
+  // ExportRows adds. Touches nothing (no row is created or aged).
+  void ExportValues(std::vector<uint64_t>* ids, std::vector<float>* values) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Fills an empty table with `rows` (a restore) and adds `evicted` (rows the
   // caller dropped to fit max_rows) to the eviction count. A row's last touch
   // is set `ages[i]` calls before now, so AGE keeps its order.

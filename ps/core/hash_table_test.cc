@@ -133,6 +133,28 @@ TEST(HashTableTest, DuplicateIdsGetIdenticalRowsInRequestOrder) {
   EXPECT_EQ(t.table->GetStats().rows, 2);
 }
 
+TEST(HashTableTest, ExportValuesListsEveryRowAsALookupReturnsItAndTouchesNothing) {
+  TestTable t = MakeTable("t", 2, 0, LFU, Uniform(), OptimizerOf("adagrad", 0.1f));
+  std::vector<uint64_t> ids;
+  std::vector<float> values;
+  t.table->ExportValues(&ids, &values);
+  EXPECT_TRUE(ids.empty());
+  EXPECT_TRUE(values.empty());
+  const std::vector<uint64_t> keys = {9, ~uint64_t{0} - 4, 1};
+  t.Lookup(keys);
+  t.Push(1, {1}, {0.5f, -0.5f});
+  t.table->ExportValues(&ids, &values);
+  EXPECT_EQ(ids, keys);  // arena order: first touch
+  ASSERT_EQ(values.size(), 3u * 2);
+  const HashTable::Stats before = t.table->GetStats();
+  for (int i = 0; i < 3; ++i) {
+    // Contains first: a lookup of a missing id would create it.
+    ASSERT_TRUE(t.table->Contains(ids[i]));
+    EXPECT_EQ(Slice(values, i, 2), t.Lookup({ids[i]})) << "row " << i;
+  }
+  EXPECT_EQ(t.table->GetStats().rows, before.rows);
+}
+
 TEST(HashTableTest, NeverHoldsMoreThanMaxRowsAndCountsEvictions) {
   auto registry = std::make_shared<prometheus::Registry>();
   prometheus::Counter& counter = prometheus::BuildCounter()

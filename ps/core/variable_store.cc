@@ -479,6 +479,18 @@ absl::Status VariableStore::PruneKeys(const PruneKeysRequest& request,
   return absl::OkStatus();
 }
 
+absl::Status VariableStore::ReadTable(const std::string& name, std::vector<uint64_t>* keys,
+                                      std::vector<float>* values) {
+  absl::ReaderMutexLock state(&state_mu_);
+  ASSIGN_OR_RETURN(Variable * var, Find(name));
+  if (!var->is_table()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable '", name, "' is not a HASH_TABLE: pull it by name"));
+  }
+  var->table->ExportValues(keys, values);
+  return absl::OkStatus();
+}
+
 absl::Status VariableStore::Stats(const StatsRequest& /*request*/, StatsResponse* response) {
   absl::ReaderMutexLock state(&state_mu_);
   std::vector<Variable*> vars;

@@ -164,6 +164,17 @@ class VariableStore {
   // by this process.
   absl::Status Stats(const StatsRequest& request, StatsResponse* response);
 
+  // The rows hash table (or hash-table shard) `name` holds now: its keys,
+  // and in `values` their rows ([keys, dim], row i for keys[i]), in the
+  // table's own order, without optimizer slots. Creates, evicts and ages
+  // nothing. Not an RPC: for tools that read a store of their own process
+  // whole (client/checkpoint_params.h restores a checkpoint into one and
+  // exports every row); a worker reads rows by key (Pull).
+  // NOT_FOUND naming an unknown variable; INVALID_ARGUMENT when it is not
+  // a HASH_TABLE.
+  absl::Status ReadTable(const std::string& name, std::vector<uint64_t>* keys,
+                         std::vector<float>* values);
+
   // Forgets the applied keys of every closure below
   // request.below_closure_id (a committed checkpoint covers them) and from
   // then on drops any push of such a closure as a duplicate; the watermark

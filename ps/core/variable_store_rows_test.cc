@@ -221,6 +221,35 @@ TEST(VariableStoreRowsTest, HashTableLookupPushAndStats) {
   EXPECT_EQ(exported, 3);
 }
 
+TEST(VariableStoreRowsTest, ReadTableListsEveryKeyAndRowAndCreatesNone) {
+  VariableStore store;
+  ASSERT_TRUE(Create(store, {Table("t/part_0", 2, 0, "adam"), Spec("emb", {3, 2})}).ok());
+  std::vector<uint64_t> keys = {99};
+  std::vector<float> values = {1.0f};
+  ASSERT_TRUE(store.ReadTable("t/part_0", &keys, &values).ok());
+  EXPECT_TRUE(keys.empty());
+  EXPECT_TRUE(values.empty());
+
+  auto looked_up = Lookup(store, "t/part_0", {7, -3});
+  ASSERT_TRUE(looked_up.ok()) << looked_up.status();
+  ASSERT_TRUE(Push(store, {Sparse("t/part_0", {7}, 2, {1.0f, -1.0f})}).ok());
+  auto trained = Lookup(store, "t/part_0", {7});
+  ASSERT_TRUE(trained.ok());
+  ASSERT_NE(*trained, Row(*looked_up, 0, 2));
+
+  ASSERT_TRUE(store.ReadTable("t/part_0", &keys, &values).ok());
+  EXPECT_THAT(keys, ElementsAre(7u, static_cast<uint64_t>(int64_t{-3})));
+  ASSERT_EQ(values.size(), 4u);
+  EXPECT_EQ(Row(values, 0, 2), *trained);                // the trained row
+  EXPECT_EQ(Row(values, 1, 2), Row(*looked_up, 1, 2));  // looked up, never trained
+  EXPECT_EQ(StatsOf(store, "t/part_0").rows(), 2);
+
+  EXPECT_EQ(store.ReadTable("nope", &keys, &values).code(), absl::StatusCode::kNotFound);
+  const absl::Status dense = store.ReadTable("emb", &keys, &values);
+  EXPECT_EQ(dense.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(dense.message()), HasSubstr("'emb' is not a HASH_TABLE"));
+}
+
 TEST(VariableStoreRowsTest, BadRowRequestsAreRejectedWithoutSideEffects) {
   VariableStore store;
   ASSERT_TRUE(

@@ -382,7 +382,17 @@ struct Trainer::ClosureRun {
 
 absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureResponse* response) {
   if (request.mode() == NOOP) return absl::OkStatus();  // no data, no PS, empty response
+  if (request.mode() != TRAIN && request.mode() != EVAL && request.mode() != PREDICT) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("closure ", request.closure_id(), ": unknown mode ", request.mode()));
+  }
   ASSIGN_OR_RETURN(ClosureRun run, StartClosure(request));
+  if (request.mode() == PREDICT) {
+    // Filled step by step (PredictStep); its shape is set once every row is in.
+    response->set_first_row(request.split().begin());
+    response->mutable_predictions()->set_dtype(DT_FLOAT32);
+    response->mutable_predictions()->clear_data();
+  }
   const absl::Status status = RunSteps(&run, response);
   response->set_compute_seconds(run.compute);
   response->set_pull_seconds(run.pull);
@@ -423,7 +433,13 @@ absl::Status Trainer::RunSteps(ClosureRun* run, RunClosureResponse* response) {
     const int64_t e = std::min(split.end(), b + run->batch);
     if (!run->pulled_with_push) RETURN_IF_ERROR(GatherAndPull(run, b, e));
     StepResult step;
-    RETURN_IF_ERROR(run->train ? TrainAndPush(run, b, e, &step) : Evaluate(run, b, e, &step));
+    if (run->train) {
+      RETURN_IF_ERROR(TrainAndPush(run, b, e, &step));
+    } else if (run->request->mode() == PREDICT) {
+      RETURN_IF_ERROR(PredictStep(run, b, e, &step, response->mutable_predictions()));
+    } else {
+      RETURN_IF_ERROR(Evaluate(run, b, e, &step));
+    }
     AddStep(step, response);
     // This step's push went out; the next step could not be planned.
     RETURN_IF_ERROR(run->next_plan);
@@ -521,6 +537,36 @@ absl::Status Trainer::Evaluate(ClosureRun* run, int64_t begin, int64_t end,
     return NonFiniteLoss(*step, absl::StrCat("in evaluation, examples [", begin, ", ", end, ")"),
                          *run->request);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::PredictStep(ClosureRun* run, int64_t begin, int64_t end, StepResult* step,
+                                  TensorProto* predictions) const {
+  StepBuffers& buffers = run->buffers();
+  Devices& devices = run->devices();
+  const absl::Time t0 = absl::Now();
+  std::vector<float>& outputs = buffers.predictions;
+  model_->Predict(devices.backend.get(), buffers.params, buffers.batch, buffers.rows,
+                  &devices.scratch, &outputs);
+  run->compute += SecondsSince(t0);
+  const int64_t n = end - begin;
+  const int64_t width = n > 0 ? static_cast<int64_t>(outputs.size()) / n : 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!std::isfinite(outputs[i])) {
+      return absl::AbortedError(absl::StrCat("non-finite prediction (", outputs[i], ") for row ",
+                                             begin + static_cast<int64_t>(i) / width, " (closure ",
+                                             run->request->closure_id(), ")"));
+    }
+  }
+  // Tensors travel as little-endian bytes (protos/tensor.proto); this
+  // machine is little-endian, as every platform the project builds for.
+  predictions->mutable_data()->append(reinterpret_cast<const char*>(outputs.data()),
+                                      outputs.size() * sizeof(float));
+  predictions->clear_shape();
+  const int64_t rows_so_far = end - run->request->split().begin();
+  predictions->add_shape(rows_so_far);
+  predictions->add_shape(width);
+  step->examples = n;
   return absl::OkStatus();
 }
 

@@ -73,8 +73,11 @@ class Trainer {
   // step's pull is answered once every replica's share is in and the step
   // applied. INVALID_ARGUMENT: a replica outside [0, replicas). EVAL of a
   // sigmoid model also returns the probability histograms (kAucBuckets
-  // each). NOOP returns OK at once with an empty response, touching neither
-  // data nor PS.
+  // each). PREDICT runs the model forward as EVAL does over the split of
+  // the eval data (in file order) and returns the last layer's outputs of
+  // exactly the split's rows (RunClosureResponse.predictions, first_row);
+  // labels are read with the data but not used. NOOP returns OK at once
+  // with an empty response, touching neither data nor PS.
   absl::Status RunClosure(const RunClosureRequest& request, RunClosureResponse* response);
 
   const std::string& backend_name() const { return backend_name_; }
@@ -98,6 +101,7 @@ class Trainer {
     std::vector<PushResponse> pushed;
     std::vector<Tensor> rows;       // per feature [unique, dim]
     std::vector<Tensor> row_grads;  // per feature [unique, dim]
+    std::vector<float> predictions;  // PREDICT: a step's outputs
   };
   using Pool = DevicePool<StepBuffers>;
   // What the steps of one running closure share (trainer.cc).
@@ -127,6 +131,11 @@ class Trainer {
   void PlanNextStep(ClosureRun* run, int64_t end) const;
   // Evaluates the gathered step [begin, end).
   absl::Status Evaluate(ClosureRun* run, int64_t begin, int64_t end, StepResult* step) const;
+  // PREDICT: runs the gathered step [begin, end) forward in inference form
+  // (Model::Predict) and appends its outputs to `predictions` (float32
+  // [rows so far, outputs]). ABORTED for a non-finite output, naming the row.
+  absl::Status PredictStep(ClosureRun* run, int64_t begin, int64_t end, StepResult* step,
+                           TensorProto* predictions) const;
 
   // One pull per PS for the planned step, then the rows and (if planned)
   // dense variables into buffers->rows / buffers->params.

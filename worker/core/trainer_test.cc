@@ -314,3 +314,77 @@ TEST(TrainerTest, APushTheServerRefusesAsNonFiniteFailsTheClosureNamingTheStep) 
 
 }  // namespace
 }  // namespace pscluster
+
+namespace pscluster {
+namespace {
+
+std::vector<float> Floats(const TensorProto& t) {
+  std::vector<float> v(t.data().size() / sizeof(float));
+  std::memcpy(v.data(), t.data().data(), t.data().size());
+  return v;
+}
+
+// PREDICT returns the model's outputs for exactly the split's rows (their
+// embedding rows looked up on the PS), pushes nothing, and agrees with EVAL:
+// the log-loss of its logits against the rows' labels is EVAL's.
+TEST(TrainerTest, PredictReturnsTheSplitsOutputsAndAgreesWithEval) {
+  const JobSpec spec = CtrSpec();
+  Cluster cluster(spec);
+  auto trainer = Trainer::Create(spec, cluster.Clients(), cluster.plan.placement);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  for (int64_t epoch = 0; epoch < 2; ++epoch) RunSplit(**trainer, TRAIN, epoch, 0, 2048);
+  cluster.traffic[0] = cluster.traffic[1] = Traffic();
+
+  // 150 rows: two full steps of 64 and a short one.
+  const RunClosureResponse whole = RunSplit(**trainer, PREDICT, 0, 10, 160);
+  EXPECT_EQ(whole.first_row(), 10);
+  EXPECT_EQ(whole.examples(), 150);
+  ASSERT_EQ(whole.predictions().dtype(), DT_FLOAT32);
+  ASSERT_EQ(whole.predictions().shape_size(), 2);
+  EXPECT_EQ(whole.predictions().shape(0), 150);
+  EXPECT_EQ(whole.predictions().shape(1), 1);
+  const std::vector<float> logits = Floats(whole.predictions());
+  ASSERT_EQ(logits.size(), 150u);
+  for (const Traffic& t : cluster.traffic) {
+    EXPECT_EQ(t.pushes, 0);
+    EXPECT_GE(t.pulls, 3);  // dense once, embedding rows every step
+  }
+
+  // The same rows cut differently give the same outputs.
+  const std::vector<float> a = Floats(RunSplit(**trainer, PREDICT, 0, 10, 90).predictions());
+  const std::vector<float> b = Floats(RunSplit(**trainer, PREDICT, 0, 90, 160).predictions());
+  std::vector<float> joined = a;
+  joined.insert(joined.end(), b.begin(), b.end());
+  ASSERT_EQ(joined.size(), logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(joined[i], logits[i], 1e-5) << i;
+
+  // EVAL's summed log-loss over the same rows, from the logits and labels.
+  absl::StatusOr<Dataset> eval = LoadDataset(spec.data.eval, spec.model);
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  double loss = 0;
+  for (int64_t i = 0; i < 150; ++i) {
+    const double p = 1 / (1 + std::exp(-static_cast<double>(logits[i])));
+    loss -= eval->y[10 + i] == 1 ? std::log(p) : std::log(1 - p);
+  }
+  const RunClosureResponse evaluated = RunSplit(**trainer, EVAL, 0, 10, 160);
+  EXPECT_NEAR(loss, evaluated.loss_sum(), 1e-3 * evaluated.loss_sum());
+  EXPECT_FALSE(evaluated.has_predictions());
+}
+
+TEST(TrainerTest, PredictRefusesASplitOutsideTheRows) {
+  const JobSpec spec = CtrSpec();
+  Cluster cluster(spec);
+  auto trainer = Trainer::Create(spec, cluster.Clients(), cluster.plan.placement);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  RunClosureRequest req;
+  req.set_mode(PREDICT);
+  req.mutable_split()->set_begin(500);
+  req.mutable_split()->set_end(600);
+  RunClosureResponse resp;
+  const absl::Status s = (*trainer)->RunClosure(req, &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("outside the eval set of 512"));
+}
+
+}  // namespace
+}  // namespace pscluster
