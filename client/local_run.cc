@@ -22,6 +22,7 @@
 #include "client/exit_codes.h"
 #include "client/local_cluster.h"
 #include "client/local_roots.h"
+#include "client/local_setup.h"
 #include "client/local_tls.h"
 #include "client/progress.h"
 #include "client/result_json.h"
@@ -40,39 +41,6 @@ constexpr absl::Duration kStopGrace = absl::Seconds(5);
 // How long psctl waits for a restarted coordinator to answer for the job
 // again when --timeout_s does not bound it.
 constexpr absl::Duration kCoordinatorComeback = absl::Seconds(120);
-
-// The run directory; a temporary one is removed when this goes away, unless
-// Keep() was called.
-class RunDir {
- public:
-  static absl::StatusOr<std::unique_ptr<RunDir>> Create(const std::string& requested, bool keep) {
-    if (!requested.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(requested, ec);
-      if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot create --run_dir ", requested,
-                                                             ": ", ec.message()));
-      return std::unique_ptr<RunDir>(new RunDir(requested, /*remove=*/false));
-    }
-    std::string tmpl = "/tmp/psctl-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return absl::InternalError(absl::StrCat("mkdtemp ", tmpl, ": ", strerror(errno)));
-    }
-    return std::unique_ptr<RunDir>(new RunDir(tmpl, /*remove=*/!keep));
-  }
-  ~RunDir() {
-    std::error_code ec;
-    if (remove_) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  // Whether the destructor would remove the directory.
-  bool removes() const { return remove_; }
-  void Keep() { remove_ = false; }
-
- private:
-  RunDir(std::string path, bool remove) : path_(std::move(path)), remove_(remove) {}
-  std::string path_;
-  bool remove_;
-};
 
 std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
@@ -199,34 +167,13 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
     return report(code);
   };
 
-  LocalClusterOptions cluster_options;
-  cluster_options.num_ps = num_ps;
-  cluster_options.num_workers = options.num_workers;
-  cluster_options.ps_server_bin = options.ps_server_bin;
-  cluster_options.worker_server_bin = options.worker_server_bin;
-  cluster_options.coordinator_bin = options.coordinator_bin;
-  cluster_options.restart.enabled = options.restart;
-  cluster_options.metrics = options.metrics;
-  // The workers share this machine's cores (and the PS use some too): each
-  // gets its share for matrix products, so that idle BLAS threads do not
-  // spin on cores another process needs.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // A worker with `devices` replicas runs that many products at once.
-  const int per_worker_threads =
-      cores / std::max<int>(1, options.num_workers * static_cast<int>(spec.devices));
-  cluster_options.worker_flags.push_back(
-      absl::StrCat("--compute_threads=", std::max(1, per_worker_threads)));
-  for (absl::Status s :
-       {ResolveServerBinary(&cluster_options.ps_server_bin, "ps_server", "ps", "ps_server_bin"),
-        ResolveServerBinary(&cluster_options.worker_server_bin, "worker_server", "worker",
-                      "worker_server_bin"),
-        ResolveServerBinary(&cluster_options.coordinator_bin, "coordinator", "coordinator",
-                      "coordinator_bin")}) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "psctl: %s\n", std::string(s.message()).c_str());
-      return kExitBadInput;
-    }
+  absl::StatusOr<LocalClusterOptions> prepared =
+      LocalClusterOptionsFor(options, num_ps, static_cast<int>(spec.devices));
+  if (!prepared.ok()) {
+    std::fprintf(stderr, "psctl: %s\n", std::string(prepared.status().message()).c_str());
+    return kExitBadInput;
   }
+  LocalClusterOptions cluster_options = *std::move(prepared);
   absl::StatusOr<std::unique_ptr<RunDir>> run_dir =
       RunDir::Create(options.run_dir, options.keep_run_dir);
   if (!run_dir.ok()) {

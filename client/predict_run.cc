@@ -25,6 +25,7 @@
 #include "client/exit_codes.h"
 #include "client/local_cluster.h"
 #include "client/local_roots.h"
+#include "client/local_setup.h"
 #include "client/predict_spec.h"
 #include "common/termination_signals.h"
 #include "protos/coordinator.grpc.pb.h"
@@ -178,42 +179,18 @@ int RunPredict(const PredictRunOptions& options) {
   if (!csv.ok()) return Fail(std::string(csv.status().message()), kExitUsage);
 
   const LocalRunOptions& o = options.cluster;
-  LocalClusterOptions cluster_options;
-  cluster_options.num_ps = o.num_ps;
-  cluster_options.num_workers = o.num_workers;
-  cluster_options.ps_server_bin = o.ps_server_bin;
-  cluster_options.worker_server_bin = o.worker_server_bin;
-  cluster_options.coordinator_bin = o.coordinator_bin;
-  cluster_options.restart.enabled = o.restart;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  cluster_options.worker_flags.push_back(
-      absl::StrCat("--compute_threads=", std::max(1, cores / std::max(1, o.num_workers))));
-  for (absl::Status s :
-       {ResolveServerBinary(&cluster_options.ps_server_bin, "ps_server", "ps", "ps_server_bin"),
-        ResolveServerBinary(&cluster_options.worker_server_bin, "worker_server", "worker",
-                            "worker_server_bin"),
-        ResolveServerBinary(&cluster_options.coordinator_bin, "coordinator", "coordinator",
-               "coordinator_bin")}) {
-    if (!s.ok()) return Fail(std::string(s.message()), kExitUsage);
-  }
+  absl::StatusOr<LocalClusterOptions> prepared =
+      LocalClusterOptionsFor(o, o.num_ps, /*replicas_per_worker=*/1);
+  if (!prepared.ok()) return Fail(std::string(prepared.status().message()), kExitUsage);
+  LocalClusterOptions cluster_options = *std::move(prepared);
   // The run directory: given, or a fresh one removed after a success.
-  std::string run_dir = o.run_dir;
-  bool remove_run_dir = false;
-  if (run_dir.empty()) {
-    std::string tmpl = "/tmp/psctl-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return Fail(absl::StrCat("mkdtemp: ", std::strerror(errno)), kExitJobFailed);
-    }
-    run_dir = tmpl;
-    remove_run_dir = !o.keep_run_dir;
-  } else {
-    std::error_code ec;
-    std::filesystem::create_directories(run_dir, ec);
-    if (ec) {
-      return Fail(absl::StrCat("cannot create --run_dir ", run_dir, ": ", ec.message()),
-                  kExitUsage);
-    }
+  absl::StatusOr<std::unique_ptr<RunDir>> run_dir_or = RunDir::Create(o.run_dir, o.keep_run_dir);
+  if (!run_dir_or.ok()) {
+    return Fail(std::string(run_dir_or.status().message()),
+                absl::IsInvalidArgument(run_dir_or.status()) ? kExitUsage : kExitJobFailed);
   }
+  std::unique_ptr<RunDir> run_dir_holder = *std::move(run_dir_or);
+  const std::string run_dir = run_dir_holder->path();
   cluster_options.run_dir = run_dir;
   if (!o.log_level.empty()) {
     cluster_options.coordinator_flags.push_back("--log_level=" + o.log_level);
@@ -234,14 +211,12 @@ int RunPredict(const PredictRunOptions& options) {
     if (signal_received == 0) signal_received = TakePendingTerminationSignal();
     return signal_received != 0;
   };
+  // A failed run keeps its logs; the directory goes (if temporary) once the
+  // cluster has stopped (run_dir_holder outlives it).
   auto finish = [&](int code) {
-    std::error_code ec;
-    if (code == kExitOk && remove_run_dir) {
-      std::filesystem::remove_all(run_dir, ec);
-    } else if (code != kExitOk && code != kExitUsage) {
+    if (code != kExitOk && code != kExitUsage) {
+      run_dir_holder->Keep();
       std::fprintf(stderr, "psctl: logs are kept in %s\n", run_dir.c_str());
-    } else if (remove_run_dir) {
-      std::filesystem::remove_all(run_dir, ec);
     }
     return code;
   };

@@ -63,6 +63,28 @@ CLI::App* AddCommand(CLI::App* app, const std::string& name, const std::string& 
   return sub;
 }
 
+// The flags of the servers a local run starts (`local`, `predict`):
+// restarts, the time limit (`timeout_what` after it: "cancel the job") and
+// the binaries.
+void AddServerFlags(CLI::App* sub, LocalRunOptions* o, const std::string& timeout_what) {
+  sub->add_flag_function(
+      "--no_restart,--no-restart", [o](std::int64_t count) { o->restart = count <= 0; },
+      "do not restart a server that dies during the run; by default psctl restarts it at the "
+      "same address, as Kubernetes would");
+  sub->add_option("--timeout_s", o->timeout_s,
+                  timeout_what + " after this many seconds (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("SECONDS");
+  sub->add_option("--ps_server_bin", o->ps_server_bin, "ps_server binary (default: next to psctl)")
+      ->type_name("PATH");
+  sub->add_option("--worker_server_bin", o->worker_server_bin,
+                  "worker_server binary (default: next to psctl)")
+      ->type_name("PATH");
+  sub->add_option("--coordinator_bin", o->coordinator_bin,
+                  "coordinator binary (default: next to psctl)")
+      ->type_name("PATH");
+}
+
 void AddLocal(CLI::App* app, PsctlCommandLine* cl) {
   CLI::App* sub = AddCommand(
       app, "local",
@@ -94,22 +116,7 @@ void AddLocal(CLI::App* app, PsctlCommandLine* cl) {
   sub->add_flag("--describe", o.describe,
                 "at the end, print each variable's layout over the PS tasks and the bytes each "
                 "PS holds");
-  sub->add_flag_function(
-      "--no_restart,--no-restart", [&o](std::int64_t count) { o.restart = count <= 0; },
-      "do not restart a server that dies during the job; by default psctl restarts it at the "
-      "same address, as Kubernetes would");
-  sub->add_option("--timeout_s", o.timeout_s,
-                  "cancel the job after this many seconds (0: no limit)")
-      ->check(CLI::NonNegativeNumber)
-      ->type_name("SECONDS");
-  sub->add_option("--ps_server_bin", o.ps_server_bin, "ps_server binary (default: next to psctl)")
-      ->type_name("PATH");
-  sub->add_option("--worker_server_bin", o.worker_server_bin,
-                  "worker_server binary (default: next to psctl)")
-      ->type_name("PATH");
-  sub->add_option("--coordinator_bin", o.coordinator_bin,
-                  "coordinator binary (default: next to psctl)")
-      ->type_name("PATH");
+  AddServerFlags(sub, &o, "cancel the job");
 }
 
 void AddRemote(CLI::App* app, PsctlCommandLine* cl, const std::string& coordinator_default) {
@@ -215,20 +222,7 @@ void AddPredict(CLI::App* app, PsctlCommandLine* cl) {
                   "removed on success unless --keep_run_dir)")
       ->type_name("DIR");
   sub->add_flag("--keep_run_dir", o.keep_run_dir, "keep the temporary run directory");
-  sub->add_flag_function(
-      "--no_restart,--no-restart", [&o](std::int64_t count) { o.restart = count <= 0; },
-      "do not restart a server that dies; by default psctl restarts it at the same address");
-  sub->add_option("--timeout_s", o.timeout_s, "give up after this many seconds (0: no limit)")
-      ->check(CLI::NonNegativeNumber)
-      ->type_name("SECONDS");
-  sub->add_option("--ps_server_bin", o.ps_server_bin, "ps_server binary (default: next to psctl)")
-      ->type_name("PATH");
-  sub->add_option("--worker_server_bin", o.worker_server_bin,
-                  "worker_server binary (default: next to psctl)")
-      ->type_name("PATH");
-  sub->add_option("--coordinator_bin", o.coordinator_bin,
-                  "coordinator binary (default: next to psctl)")
-      ->type_name("PATH");
+  AddServerFlags(sub, &o, "give up");
 }
 
 }  // namespace
