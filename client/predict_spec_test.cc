@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -75,10 +76,17 @@ TEST(PredictSpecTest, BadDataFilesAreNamed) {
   EXPECT_EQ(not_map.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(not_map.status().message().find("list.yaml"), std::string::npos);
 
+  // Rows to predict need no labels.
   const std::string no_labels = Write("nolabels.yaml", "{format: idx, images: x}\n");
-  absl::StatusOr<JobSpec> refused = PredictSpec(Source(), no_labels);
+  absl::StatusOr<JobSpec> unlabelled = PredictSpec(Source(), no_labels);
+  ASSERT_TRUE(unlabelled.ok()) << unlabelled.status();
+  EXPECT_FALSE(unlabelled->data.eval.labelled);
+  EXPECT_EQ(DataFiles(*unlabelled), (std::vector<std::string>{"x", "x"}));
+
+  const std::string no_images = Write("noimages.yaml", "{format: idx, labels: y}\n");
+  absl::StatusOr<JobSpec> refused = PredictSpec(Source(), no_images);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("labels"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("images"), std::string::npos) << refused.status();
 
   const std::string garbage = Write("garbage.yaml", "{format: idx, images: [\n");
   EXPECT_EQ(PredictSpec(Source(), garbage).status().code(), absl::StatusCode::kInvalidArgument);

@@ -201,7 +201,7 @@ void AddPredict(CLI::App* app, PsctlCommandLine* cl) {
       ->required();
   sub->add_option("--data", cl->predict_data,
                   "YAML file holding one data source, as the job spec's data.eval (default: the "
-                  "job's data.eval); labels are read and ignored")
+                  "job's data.eval); no labels needed (leave out labels: or label:)")
       ->type_name("FILE");
   sub->add_option("-o,--output", cl->predict_path,
                   "the CSV to write: header row,prediction (or row,p0..pN,class), one line per "

@@ -68,6 +68,10 @@ int RunLocal(const LocalRunOptions& options) {
     std::fprintf(stderr, "%s: %s\n", options.spec_path.c_str(), std::string(s.message()).c_str());
     return kExitUsage;
   }
+  if (absl::Status s = CheckLabelled(*spec); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", options.spec_path.c_str(), std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   if (spec->strategy == Strategy::kOneDevice || spec->strategy == Strategy::kMirrored) {
     return RunOneDevice(*spec, options);
   }

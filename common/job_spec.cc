@@ -59,26 +59,33 @@ void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* 
   if (d->format == "idx") {
     CheckKeys(n, where, {"format", "images", "labels", "limit"});
     d->images = Str(Required(n, "images", where), where + ".images");
-    d->labels = Str(Required(n, "labels", where), where + ".labels");
+    if (n["labels"]) {
+      d->labels = Str(n["labels"], where + ".labels");
+    } else {
+      d->labelled = false;
+    }
   } else if (d->format == "csv") {
     CheckKeys(n, where, {"format", "path", "columns", "label", "dense_columns", "split", "limit"});
     d->path = Str(Required(n, "path", where), where + ".path");
     ParseColumns(Required(n, "columns", where), where + ".columns", d);
-    YAML::Node label = Required(n, "label", where);
-    CheckKeys(label, where + ".label", {"column", "threshold"});
-    d->label_column = Str(Required(label, "column", where + ".label"), where + ".label.column");
-    if (label["threshold"]) {
-      d->has_label_threshold = true;
-      d->label_threshold = Num(label["threshold"], where + ".label.threshold");
-    }
     auto known = [&](const std::string& column, const YAML::Node& at) {
       for (const ColumnSpec& c : d->columns) {
         if (c.name == column) return c;
       }
       Fail(at, absl::StrCat("column '", column, "' is not among ", where, ".columns"));
     };
-    if (known(d->label_column, label["column"]).type == ColumnSpec::Type::kString) {
-      Fail(label["column"], "the label column must be int or float");
+    if (YAML::Node label = n["label"]) {
+      CheckKeys(label, where + ".label", {"column", "threshold"});
+      d->label_column = Str(Required(label, "column", where + ".label"), where + ".label.column");
+      if (label["threshold"]) {
+        d->has_label_threshold = true;
+        d->label_threshold = Num(label["threshold"], where + ".label.threshold");
+      }
+      if (known(d->label_column, label["column"]).type == ColumnSpec::Type::kString) {
+        Fail(label["column"], "the label column must be int or float");
+      }
+    } else {
+      d->labelled = false;
     }
     if (YAML::Node dense = n["dense_columns"]) {
       if (!dense.IsSequence()) Fail(dense, absl::StrCat(where, ".dense_columns must be a list"));
@@ -404,12 +411,23 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
   return ParseJobSpec(buf.str(), path);
 }
 
+absl::Status CheckLabelled(const JobSpec& spec) {
+  const auto refuse = [](const char* part) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.", part, " has no labels (`labels:` for idx, `label:` for csv): a job trains and "
+        "evaluates on labelled data; unlabelled rows are for psctl predict --data"));
+  };
+  if (!spec.data.train.labelled) return refuse("train");
+  if (!spec.data.eval.labelled && spec.eval.mode != EvalSpec::Mode::kNone) return refuse("eval");
+  return absl::OkStatus();
+}
+
 std::vector<std::string> DataFiles(const JobSpec& spec) {
   std::vector<std::string> files;
   for (const DataSourceSpec* d : {&spec.data.train, &spec.data.eval}) {
     if (d->format == "idx") {
       files.push_back(d->images);
-      files.push_back(d->labels);
+      if (d->labelled) files.push_back(d->labels);
     } else if (d->format == "csv") {
       files.push_back(d->path);
     }
@@ -425,7 +443,7 @@ std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec) {
     const std::string prefix = absl::StrCat("data.", part, ".");
     if (d->format == "idx") {
       files.push_back({prefix + "images", d->images});
-      files.push_back({prefix + "labels", d->labels});
+      if (d->labelled) files.push_back({prefix + "labels", d->labels});
     } else if (d->format == "csv") {
       files.push_back({prefix + "path", d->path});
     }

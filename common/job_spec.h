@@ -209,6 +209,11 @@ struct DataSourceSpec {
   std::string path;
   std::vector<ColumnSpec> columns;
   std::string label_column;
+  // False when the source names no labels (idx without `labels`, csv
+  // without `label`): rows to predict (psctl predict --data). A job trains
+  // and evaluates only on labelled sources (CheckLabelled); an unlabelled
+  // source loads with every label 0.
+  bool labelled = true;
   // If set, label = (label_column value >= label_threshold); else the label
   // column holds the class index.
   bool has_label_threshold = false;
@@ -397,6 +402,12 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
 
 // Reads `path` and parses it. NOT_FOUND if the file cannot be read.
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+
+// OK when `spec` can train: data.train is labelled, and so is data.eval
+// unless the job's eval is `none` (a sidecar evaluator reads data.eval's
+// labels too). INVALID_ARGUMENT naming the source otherwise: unlabelled
+// sources are for psctl predict --data.
+absl::Status CheckLabelled(const JobSpec& spec);
 
 // The files the job's data sources read (idx images/labels, csv paths), for
 // checking up front that they exist.

@@ -56,6 +56,50 @@ TEST(JobSpecTest, ParsesAFullSpec) {
   EXPECT_EQ(spec->yaml, kGood);
 }
 
+TEST(JobSpecTest, UnlabelledSourcesAreForPredictionOnly) {
+  // No `labels` (idx) / `label` (csv): rows to predict. They parse, and
+  // name no label file; a job cannot train or evaluate on them.
+  std::string text = kGood;
+  text.replace(text.find("{format: idx, images: tr.gz, labels: trl.gz, limit: 100}"),
+               std::string("{format: idx, images: tr.gz, labels: trl.gz, limit: 100}").size(),
+               "{format: idx, images: tr.gz}");
+  auto spec = ParseJobSpec(text, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->data.train.labelled);
+  EXPECT_TRUE(spec->data.eval.labelled);
+  EXPECT_EQ(DataFiles(*spec), (std::vector<std::string>{"tr.gz", "te.gz", "tel.gz"}));
+  absl::Status s = CheckLabelled(*spec);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(s.message(), HasSubstr("data.train has no labels"));
+  EXPECT_THAT(s.message(), HasSubstr("psctl predict --data"));
+
+  spec = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_TRUE(CheckLabelled(*spec).ok());
+  spec->data.eval.labelled = false;
+  EXPECT_THAT(CheckLabelled(*spec).message(), HasSubstr("data.eval has no labels"));
+  spec->eval.mode = EvalSpec::Mode::kNone;  // nothing reads eval's labels
+  EXPECT_TRUE(CheckLabelled(*spec).ok());
+
+  const std::string csv = R"(name: ctr
+model:
+  inputs: {dense: 1}
+  layers: [{dense: {units: 1}}]
+  loss: sigmoid_cross_entropy
+optimizer: {type: sgd, learning_rate: 0.1}
+data:
+  train: {format: csv, path: t.csv, columns: [{x: float}, {y: int}], label: {column: y}, dense_columns: [x]}
+  eval: {format: csv, path: e.csv, columns: [{x: float}], dense_columns: [x]}
+eval: none
+)";
+  spec = ParseJobSpec(csv, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->data.train.labelled);
+  EXPECT_FALSE(spec->data.eval.labelled);
+  EXPECT_TRUE(spec->data.eval.label_column.empty());
+  EXPECT_TRUE(CheckLabelled(*spec).ok());
+}
+
 TEST(JobSpecTest, StrategyIsOneField) {
   std::string yaml = kGood;
   yaml.replace(yaml.find("parameter_server"), 16, "one_device");

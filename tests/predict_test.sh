@@ -6,7 +6,8 @@
 # its end, then predicts the 10,000 t10k rows from that checkpoint on a
 # fresh local cluster (2 PS x 2 workers, 10 rows a closure):
 #   1. without faults (the job's eval data): the reference CSV;
-#   2. with --data naming the same rows, and a worker killed mid-run: once
+#   2. with --data naming the same rows without their labels (rows to
+#      predict need none), and a worker killed mid-run: once
 #      psctl has reported some closures done, both workers are SIGSTOPped
 #      (so that the run provably has closures left), worker 0 is SIGKILLed
 #      and worker 1 continued; psctl must exit 0 with rows 0..9999 each once,
@@ -70,9 +71,10 @@ timeout 120 "$PSCTL" predict "$TMP/ckpt" -o "$TMP/ref.csv" --ps 2 --workers 2 \
 cat "$TMP/ref.out"
 check_csv "$TMP/ref.csv"
 
-# 2. The same rows through --data, a worker killed mid-run.
+# 2. The same rows through --data, without labels (rows to predict name
+# none), and a worker killed mid-run.
 cat > "$TMP/data.yaml" <<YAML
-{format: idx, images: $DATA/t10k-images-idx3-ubyte.gz, labels: $DATA/t10k-labels-idx1-ubyte.gz}
+{format: idx, images: $DATA/t10k-images-idx3-ubyte.gz}
 YAML
 timeout 120 "$PSCTL" predict "$TMP/ckpt" --data "$TMP/data.yaml" -o "$TMP/kill.csv" --ps 2 \
   --workers 2 --closure_rows "$CLOSURE_ROWS" "${BIN_FLAGS[@]}" \

@@ -184,6 +184,7 @@ absl::StatusOr<SubmitJobResponse> JobManager::Submit(const std::string& spec_yam
                      "strategy: ",
                      StrategyName(spec.strategy), " runs in one process with `psctl local`"));
   }
+  RETURN_IF_ERROR(CheckLabelled(spec));
   // The global batch and a learning rate scaled with the replicas depend on
   // this cluster's workers.
   RETURN_IF_ERROR(

@@ -385,6 +385,10 @@ absl::Status JobRunner::Run() {
         "the job spec was resolved for ", spec_.replicas, " replicas (0: not resolved), but this "
         "cluster runs ", replicas, " (common/job_spec.h, ResolveReplicas)")));
   }
+  if (absl::Status s = CheckLabelled(spec_); !s.ok()) {
+    Update([](JobStatusProto* st) { st->set_invalid_input(true); });
+    return Finish(s);
+  }
   DataSizes data;
   if (absl::Status s = Prepare(&data); !s.ok()) return Finish(s);
   health_.Start();

@@ -48,10 +48,14 @@ absl::StatusOr<Dataset> LoadCsvDataset(const DataSourceSpec& source, const Model
   *stats = CsvLoadStats();
   ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> csv, CsvReader::Open(source.path, source.columns));
 
-  ASSIGN_OR_RETURN(const int label_column, Column(*csv, source.label_column, "the label"));
-  if (source.columns[label_column].type == ColumnSpec::Type::kString) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source.path, ": the label column '", source.label_column, "' must be int or float"));
+  // Unlabelled rows (to predict) have no label column: every label is 0.
+  int label_column = -1;
+  if (source.labelled) {
+    ASSIGN_OR_RETURN(label_column, Column(*csv, source.label_column, "the label"));
+    if (source.columns[label_column].type == ColumnSpec::Type::kString) {
+      return absl::InvalidArgumentError(absl::StrCat(source.path, ": the label column '",
+                                                     source.label_column, "' must be int or float"));
+    }
   }
   std::vector<int> dense;
   for (const std::string& name : source.dense_columns) {
@@ -86,11 +90,14 @@ absl::StatusOr<Dataset> LoadCsvDataset(const DataSourceSpec& source, const Model
       ++stats->other_split_part;
       continue;
     }
-    if (csv->field(label_column).missing) {
-      ++stats->missing_label;
-      continue;
+    int32_t label = 0;
+    if (label_column >= 0) {
+      if (csv->field(label_column).missing) {
+        ++stats->missing_label;
+        continue;
+      }
+      ASSIGN_OR_RETURN(label, Label(*csv, label_column, source));
     }
-    ASSIGN_OR_RETURN(int32_t label, Label(*csv, label_column, source));
     d.y.push_back(label);
     max_label = std::max(max_label, label);
     for (int i : dense) {

@@ -5,7 +5,9 @@
 //      InHoldout(row, holdout_fraction, holdout_seed) == holdout_part, so the
 //      "train" and "holdout" sources of one file are disjoint and together
 //      cover it;
-//   2. a row whose label is missing (NA or empty) is skipped and counted;
+//   2. a row whose label is missing (NA or empty) is skipped and counted
+//      (an unlabelled source, without `label`, has no label column: every
+//      row loads, with label 0);
 //   3. `limit` (when > 0) stops reading after that many examples;
 //   4. label: label_column >= label_threshold (0/1) when a threshold is set,
 //      else the column's value as a class index (a whole number >= 0);

@@ -135,6 +135,25 @@ TEST(LoadCsvDatasetTest, ClassIndexLabels) {
             src.path + ":2: label column 'label': expected a class index (0, 1, ...)");
 }
 
+TEST(LoadCsvDatasetTest, UnlabelledRowsLoadWithLabelZero) {
+  // Rows to predict: no label column at all, every row kept.
+  const std::string path = WriteFile("unlabelled.csv", "f\n0.5\n1.5\nNA\n");
+  DataSourceSpec src;
+  src.format = "csv";
+  src.path = path;
+  src.columns = {{"f", Type::kFloat}};
+  src.labelled = false;
+  src.dense_columns = {"f"};
+  ModelSpec m;
+  m.dense_inputs = 1;
+  CsvLoadStats stats;
+  auto d = LoadCsvDataset(src, m, &stats);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->y, (std::vector<int32_t>{0, 0, 0}));
+  EXPECT_EQ(d->x, (std::vector<float>{0.5f, 1.5f, 0.0f}));  // NA: a missing value is 0
+  EXPECT_EQ(stats.missing_label, 0);
+}
+
 TEST(LoadCsvDatasetTest, HoldoutSplitPartsAreDisjointAndLimitComesAfter) {
   std::string content = "id,label\n";
   for (int i = 0; i < 2000; ++i) content += std::to_string(i) + "," + std::to_string(i % 2) + "\n";

@@ -20,7 +20,11 @@ absl::StatusOr<Dataset> LoadDataset(const DataSourceSpec& source, const ModelSpe
                                                    "' (expected idx, csv or synthetic_ctr)"));
   }
   ASSIGN_OR_RETURN(IdxImages images, ReadIdxImages(source.images, source.limit));
-  ASSIGN_OR_RETURN(std::vector<uint8_t> labels, ReadIdxLabels(source.labels, source.limit));
+  // Unlabelled rows (to predict): every label 0.
+  std::vector<uint8_t> labels(source.labelled ? 0 : images.count, 0);
+  if (source.labelled) {
+    ASSIGN_OR_RETURN(labels, ReadIdxLabels(source.labels, source.limit));
+  }
   if (static_cast<int64_t>(labels.size()) != images.count) {
     return absl::InvalidArgumentError(absl::StrCat("'", source.images, "' has ", images.count,
                                                    " images but '", source.labels, "' has ",

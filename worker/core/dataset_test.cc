@@ -51,5 +51,19 @@ TEST(LoadDatasetTest, RealFashionMnistTestSet) {
   EXPECT_LE(*std::max_element(d->x.begin(), d->x.end()), 1.0f);
 }
 
+TEST(LoadDatasetTest, UnlabelledIdxRowsLoadWithLabelZero) {
+  DataSourceSpec src;
+  src.images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+  src.labelled = false;  // no labels file: rows to predict
+  src.labels = "/nonexistent/never-read";
+  src.limit = 300;
+  if (!std::ifstream(src.images).good()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  auto d = LoadDataset(src, ModelSpec());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->count, 300);
+  EXPECT_EQ(d->x.size(), 300u * 784u);
+  EXPECT_EQ(d->y, std::vector<int32_t>(300, 0));
+}
+
 }  // namespace
 }  // namespace pscluster
