@@ -20,7 +20,9 @@ CriteoRow ParseLine(const std::string& line) {
   row.label = fields[0] == "1" ? 1 : 0;
   for (int j = 0; j < kCriteoIntegerFeatures; ++j) {
     row.has_int[j] = !fields[1 + j].empty();
-    if (row.has_int[j]) EXPECT_TRUE(absl::SimpleAtoi(fields[1 + j], &row.ints[j])) << line;
+    if (row.has_int[j]) {
+      EXPECT_TRUE(absl::SimpleAtoi(fields[1 + j], &row.ints[j])) << line;
+    }
   }
   for (int k = 0; k < kCriteoCategoricalFeatures; ++k) {
     const std::string& f = fields[1 + kCriteoIntegerFeatures + k];

@@ -175,7 +175,9 @@ TEST(TrainerTest, TrainsACtrModelOnShardedEmbeddings) {
     StatsResponse stats;
     ASSERT_TRUE(cluster.stores[ps]->Stats(StatsRequest(), &stats).ok());
     for (const VariableStats& v : stats.variables()) {
-      if (v.name() == absl::StrCat("embedding/tag/part_", ps)) EXPECT_GT(v.rows(), 0) << v.name();
+      if (v.name() == absl::StrCat("embedding/tag/part_", ps)) {
+        EXPECT_GT(v.rows(), 0) << v.name();
+      }
     }
   }
   const RunClosureResponse after = RunSplit(**trainer, EVAL, 0, 0, n_eval);
