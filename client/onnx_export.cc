@@ -113,6 +113,43 @@ absl::Status CheckOnnxExportable(const JobSpec& spec) {
     return absl::UnimplementedError(
         "model.inputs.image with categorical inputs: pscluster's Model has no such input either");
   }
+  if (m.fm) return absl::UnimplementedError("model.fm (the DeepFM term) has no ONNX export yet");
+  if (!m.bottom.empty()) {
+    return absl::UnimplementedError(
+        "model.bottom (DLRM's bottom MLP and dot interaction) has no ONNX export yet");
+  }
+  if (m.wide_dense || !m.wide_categorical.empty()) {
+    return absl::UnimplementedError("model.wide (the wide part) has no ONNX export yet");
+  }
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (m.layers[i].kind == LayerSpec::Kind::kCross) {
+      return absl::UnimplementedError(absl::StrCat(
+          "model.layers[", i, "] is a cross layer (DCN-v2), which has no ONNX export yet"));
+    }
+  }
+  // The exported graph takes the model's inputs after the data pipeline
+  // (dense values, looked-up embeddings); its metadata describes how ids
+  // are made, which has no words yet for these (features.h).
+  for (const CategoricalFeatureSpec& f : m.categorical) {
+    if (!f.cross.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "categorical feature '", f.name, "' is a feature cross, which has no ONNX export yet"));
+    }
+    if (!f.boundaries.empty()) {
+      return absl::UnimplementedError(absl::StrCat("categorical feature '", f.name,
+                                                   "' is bucketized by boundaries, which has no "
+                                                   "ONNX export yet"));
+    }
+  }
+  for (const DataSourceSpec* d : {&spec.data.train, &spec.data.eval}) {
+    for (size_t i = 0; i < d->dense_transforms.size() && i < d->dense_columns.size(); ++i) {
+      if (d->dense_transforms[i] != DataSourceSpec::DenseTransform::kNone) {
+        return absl::UnimplementedError(absl::StrCat(
+            "dense column '", d->dense_columns[i],
+            "' has a transform (log1p), which has no ONNX export yet"));
+      }
+    }
+  }
   // What the spec alone fixes: whole-read variables and fixed vocabularies
   // (a hash table's rows are known only once restored: BuildOnnxModel).
   int64_t floats = 0;
@@ -308,6 +345,10 @@ absl::StatusOr<onnx::ModelProto> BuildOnnxModel(const JobSpec& spec,
       case LayerSpec::Kind::kActivation:
         x = Activate(&b, layer.activation, x, prefix);
         break;
+      case LayerSpec::Kind::kCross:  // refused by CheckOnnxExportable above
+        return absl::UnimplementedError("a cross layer has no ONNX export");
+      case LayerSpec::Kind::kDotInteraction:  // never in model.layers
+        return absl::UnimplementedError("DLRM's dot interaction has no ONNX export");
     }
     shape = layer.output;
   }

@@ -430,6 +430,63 @@ TEST(OnnxExportTest, RefusesOnlyWhatCannotBeExported) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("loss 'poisson' has no ONNX export"));
   EXPECT_EQ(BuildOnnxModel(poisson, CountingParams(poisson), CtrTables()).status().code(),
             absl::StatusCode::kUnimplemented);
+  // A DCN-v2 cross layer is named in the refusal.
+  const JobSpec dcn = Parse(R"(
+  inputs: {dense: 3}
+  layers: [cross, {dense: {units: 1}}]
+  loss: sigmoid_cross_entropy
+)");
+  s = CheckOnnxExportable(dcn);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("model.layers[0] is a cross layer"));
+  EXPECT_EQ(BuildOnnxModel(dcn, CountingParams(dcn), {}).status().code(),
+            absl::StatusCode::kUnimplemented);
+  // So are DeepFM's fm term and the wide part.
+  JobSpec deep_fm = CtrSpec();
+  deep_fm.model.fm = true;
+  s = CheckOnnxExportable(deep_fm);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("model.fm"));
+  JobSpec wide = CtrSpec();
+  wide.model.wide_dense = true;
+  s = CheckOnnxExportable(wide);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("model.wide"));
+  const JobSpec dlrm = Parse(R"(
+  inputs:
+    dense: 3
+    categorical: [{name: user, vocab_size: 5, embedding_dim: 2}]
+  bottom: [{dense: {units: 2}}]
+  layers: [{dense: {units: 1}}]
+  loss: sigmoid_cross_entropy
+)",
+                             "{train: {format: synthetic_ctr, num_examples: 10}, "
+                             "eval: {format: synthetic_ctr, num_examples: 10}}");
+  s = CheckOnnxExportable(dlrm);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("model.bottom (DLRM"));
+}
+
+TEST(OnnxExportTest, RefusesCrossesBoundariesAndTransformsByName) {
+  JobSpec crossed = CtrSpec();
+  crossed.model.categorical[1].cross = {"user", "tag"};
+  absl::Status s = CheckOnnxExportable(crossed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("feature 'tag' is a feature cross"));
+  EXPECT_EQ(BuildOnnxModel(crossed, CountingParams(crossed), CtrTables()).status().code(),
+            absl::StatusCode::kUnimplemented);
+  JobSpec bucketized = CtrSpec();
+  bucketized.model.categorical[0].boundaries = {0, 1, 2};
+  s = CheckOnnxExportable(bucketized);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("feature 'user' is bucketized by boundaries"));
+  JobSpec transformed = CtrSpec();
+  transformed.data.train.dense_columns = {"a", "b"};
+  transformed.data.train.dense_transforms = {DataSourceSpec::DenseTransform::kNone,
+                                             DataSourceSpec::DenseTransform::kLog1p};
+  s = CheckOnnxExportable(transformed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("dense column 'b' has a transform (log1p)"));
 }
 
 TEST(OnnxExportTest, RejectsParametersOfTheWrongShape) {

@@ -1,5 +1,7 @@
 #include "common/csv_reader.h"
 
+#include <zlib.h>
+
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -29,13 +31,17 @@ const char* TypeName(ColumnSpec::Type t) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path,
-                                                           std::vector<ColumnSpec> columns) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
+                                                           std::vector<ColumnSpec> columns,
+                                                           CsvOptions options) {
+  errno = 0;
+  gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open data file '", path, "': ", std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat("cannot open data file '", path, "': ",
+                                            errno != 0 ? std::strerror(errno) : "out of memory"));
   }
-  std::unique_ptr<CsvReader> reader(new CsvReader(file, path, std::move(columns)));
+  gzbuffer(file, kBlockBytes);
+  std::unique_ptr<CsvReader> reader(new CsvReader(file, path, std::move(columns), options));
+  if (!options.header) return reader;
   ASSIGN_OR_RETURN(bool got, reader->ReadRecord());
   if (!got) {
     return absl::InvalidArgumentError(
@@ -69,14 +75,16 @@ absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& pa
   return reader;
 }
 
-CsvReader::CsvReader(std::FILE* file, std::string path, std::vector<ColumnSpec> columns)
+CsvReader::CsvReader(void* file, std::string path, std::vector<ColumnSpec> columns,
+                     CsvOptions options)
     : file_(file),
       path_(std::move(path)),
       columns_(std::move(columns)),
+      options_(options),
       buffer_(kBlockBytes),
       fields_(columns_.size()) {}
 
-CsvReader::~CsvReader() { std::fclose(file_); }
+CsvReader::~CsvReader() { gzclose(static_cast<gzFile>(file_)); }
 
 int CsvReader::ColumnIndex(absl::string_view name) const {
   for (size_t i = 0; i < columns_.size(); ++i) {
@@ -89,10 +97,21 @@ std::string CsvReader::Where() const { return absl::StrCat(path_, ":", record_li
 
 void CsvReader::Fill() {
   pos_ = 0;
-  size_ = std::fread(buffer_.data(), 1, buffer_.size(), file_);
-  if (size_ == 0) {
+  gzFile file = static_cast<gzFile>(file_);
+  errno = 0;
+  const int n = gzread(file, buffer_.data(), static_cast<unsigned>(buffer_.size()));
+  size_ = n > 0 ? static_cast<size_t>(n) : 0;
+  if (n <= 0) {
     eof_ = true;
-    if (std::ferror(file_)) read_errno_ = errno != 0 ? errno : EIO;
+    // A truncated gzip stream ends with Z_BUF_ERROR, a corrupt one with
+    // Z_DATA_ERROR; both are read errors, not the end of the data.
+    int code = Z_OK;
+    const char* message = gzerror(file, &code);
+    if (code == Z_ERRNO) {
+      read_error_ = std::strerror(errno != 0 ? errno : EIO);
+    } else if (code != Z_OK) {
+      read_error_ = absl::StrCat("gzip: ", message != nullptr ? message : "read error");
+    }
   }
 }
 
@@ -115,6 +134,7 @@ inline int CsvReader::Get() {
 }
 
 absl::StatusOr<bool> CsvReader::ReadRecord() {
+  const int delimiter = static_cast<unsigned char>(options_.delimiter);
   while (true) {
     record_.clear();
     ends_.clear();
@@ -129,7 +149,7 @@ absl::StatusOr<bool> CsvReader::ReadRecord() {
         while (true) {
           c = Get();
           if (c == -1) {
-            if (read_errno_ != 0) break;
+            if (!read_error_.empty()) break;
             return absl::InvalidArgumentError(absl::StrCat(
                 Where(), "a quoted field is not closed before the end of the file"));
           }
@@ -143,13 +163,13 @@ absl::StatusOr<bool> CsvReader::ReadRecord() {
           record_.push_back(static_cast<char>(c));
         }
         if (c == '\r' && Peek() == '\n') c = Get();
-        if (c != ',' && c != '\n' && c != -1) {
+        if (c != delimiter && c != '\n' && c != -1) {
           return absl::InvalidArgumentError(absl::StrCat(
-              path_, ":", line_, ": unexpected character after a closing quote (expected ',' "
-              "or the end of the line; a quote inside a quoted field is written \"\")"));
+              path_, ":", line_, ": unexpected character after a closing quote (expected the "
+              "delimiter or the end of the line; a quote inside a quoted field is written \"\")"));
         }
       } else {
-        while (c != ',' && c != '\n' && c != -1) {
+        while (c != delimiter && c != '\n' && c != -1) {
           if (c == '\r' && Peek() == '\n') {
             c = Get();
             break;
@@ -160,16 +180,16 @@ absl::StatusOr<bool> CsvReader::ReadRecord() {
       }
       ends_.push_back(record_.size());
       quoted_.push_back(quoted);
-      if (c != ',') break;
+      if (c != delimiter) break;
       c = Get();
     }
-    if (read_errno_ != 0) break;
+    if (!read_error_.empty()) break;
     const bool blank = ends_.size() == 1 && !quoted_[0] && record_.empty();
     if (!blank) return true;
   }
-  if (read_errno_ != 0) {
+  if (!read_error_.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read data file '", path_, "': ", std::strerror(read_errno_)));
+        absl::StrCat(path_, ":", line_, ": cannot read the file: ", read_error_));
   }
   return false;
 }

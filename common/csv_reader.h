@@ -1,10 +1,12 @@
-// A streaming reader for typed CSV files (RFC 4180) with a header row.
+// A streaming reader for typed CSV files (RFC 4180), plain or gzip.
 //
-// Fields are separated by ',' and records by LF or CRLF. A field may be
-// quoted with '"'; a quoted field may hold separators, line breaks and
-// doubled quotes ("" stands for one "). The first record is the header: it
-// must name exactly the declared columns, in order. Each data field is typed
-// as its column declares:
+// Fields are separated by CsvOptions::delimiter (',' unless set, e.g. '\t'
+// for Criteo's TSV) and records by LF or CRLF. A field may be quoted with
+// '"'; a quoted field may hold delimiters, line breaks and doubled quotes
+// ("" stands for one "). With CsvOptions::header (the default) the first
+// record is the header: it must name exactly the declared columns, in order;
+// without it every record is data and the columns are the declared ones, in
+// file order. Each data field is typed as its column declares:
 //   int     a decimal int64            (e.g. 42, -7)
 //   float   a decimal double           (e.g. 2.5, 1e-3)
 //   string  the field's text, unquoted
@@ -12,14 +14,16 @@
 // or an empty field is a missing value in every column type; a quoted "NA" or
 // "" is the string NA or the empty string. Blank lines are skipped.
 //
-// The file is read in fixed-size blocks, once; memory stays O(longest record).
+// The file is read through zlib's gzread in fixed-size blocks, once, so a
+// gzip file (e.g. train.tsv.gz; concatenated gzip members too) is
+// decompressed as it is read and any other file is read as it is; memory
+// stays O(longest record).
 //
 // Thread-safety: a CsvReader is not thread-safe; use one per thread.
 #ifndef PSCLUSTER_COMMON_CSV_READER_H_
 #define PSCLUSTER_COMMON_CSV_READER_H_
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,15 +43,27 @@ struct CsvField {
   absl::string_view text;     // every column: the field's unquoted text
 };
 
+// How a file is laid out.
+struct CsvOptions {
+  // The field delimiter: one byte other than '"', CR or LF.
+  char delimiter = ',';
+  // Whether the first record is a header row naming the columns.
+  bool header = true;
+};
+
 class CsvReader {
  public:
-  // Opens `path` and checks its header against `columns`.
+  // Opens `path` and, with options.header, checks its header against
+  // `columns`. REQUIRES: options.delimiter is valid (see CsvOptions).
   // Returns:
   //   NOT_FOUND         "cannot open data file 'PATH': <strerror>"
-  //   INVALID_ARGUMENT  "PATH:1: the header has columns [a, b] but the data
-  //                     source declares [a, c]", or an empty file.
+  //   INVALID_ARGUMENT  "PATH:1: the header row does not match ...", or an
+  //                     empty file (with a header), or a read error
+  //                     ("PATH:LINE: cannot read the file: gzip: ..." for a
+  //                     corrupt or truncated gzip stream).
   static absl::StatusOr<std::unique_ptr<CsvReader>> Open(const std::string& path,
-                                                         std::vector<ColumnSpec> columns);
+                                                         std::vector<ColumnSpec> columns,
+                                                         CsvOptions options = CsvOptions());
   ~CsvReader();
   CsvReader(const CsvReader&) = delete;
   CsvReader& operator=(const CsvReader&) = delete;
@@ -78,26 +94,27 @@ class CsvReader {
   std::string Where() const;
 
  private:
-  CsvReader(std::FILE* file, std::string path, std::vector<ColumnSpec> columns);
+  CsvReader(void* file, std::string path, std::vector<ColumnSpec> columns, CsvOptions options);
 
   // Reads one record's raw fields into record_/ends_/quoted_. Returns false
   // at the end of the file (no record).
   absl::StatusOr<bool> ReadRecord();
   // The next byte, or -1 at the end of the file (or on a read error, which
-  // is kept in read_errno_).
+  // is kept in read_error_).
   int Get();
   int Peek();
   void Fill();
 
-  std::FILE* file_;
+  void* file_;  // a gzFile (zlib.h stays out of this header)
   std::string path_;
   std::vector<ColumnSpec> columns_;
+  CsvOptions options_;
 
   std::vector<char> buffer_;
   size_t pos_ = 0;
   size_t size_ = 0;
   bool eof_ = false;
-  int read_errno_ = 0;
+  std::string read_error_;  // non-empty after a read error
 
   int64_t line_ = 1;          // line of the next byte
   int64_t record_line_ = 0;

@@ -1,8 +1,11 @@
 #include "common/csv_reader.h"
 
+#include <zlib.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -207,6 +210,102 @@ TEST(CsvReaderTest, ManyRowsAcrossBlocksAreFast) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 2.0) << "reading " << content.size() << " bytes";
+}
+
+std::string Gzip(const std::string& name, const std::string& content) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  gzFile f = gzopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  EXPECT_EQ(gzwrite(f, content.data(), static_cast<unsigned>(content.size())),
+            static_cast<int>(content.size()));
+  EXPECT_EQ(gzclose(f), Z_OK);
+  return path;
+}
+
+// Criteo's layout: no header, tabs, empty fields missing, gzip.
+TEST(CsvReaderTest, HeaderlessTabSeparatedGzip) {
+  std::string content;
+  const int kRows = 50000;  // past one read block once decompressed
+  for (int i = 0; i < kRows; ++i) {
+    content += std::to_string(i % 2) + "\t" + (i % 3 == 0 ? "" : std::to_string(i)) +
+               "\t05db9164\t\n";
+  }
+  const std::string path = Gzip("criteo.tsv.gz", content);
+  CsvOptions options;
+  options.delimiter = '\t';
+  options.header = false;
+  auto r = CsvReader::Open(path,
+                           Columns({{"label", Type::kInt}, {"I1", Type::kInt},
+                                    {"C1", Type::kString}, {"C2", Type::kString}}),
+                           options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int n = 0;
+  while (true) {
+    auto got = (*r)->Next();
+    ASSERT_TRUE(got.ok()) << got.status();
+    if (!*got) break;
+    ASSERT_EQ((*r)->row(), n);
+    ASSERT_EQ((*r)->line(), n + 1) << "no header: the first record is line 1";
+    ASSERT_EQ((*r)->field(0).int_value, n % 2);
+    ASSERT_EQ((*r)->field(1).missing, n % 3 == 0);
+    if (n % 3 != 0) ASSERT_EQ((*r)->field(1).int_value, n);
+    ASSERT_EQ((*r)->field(2).text, "05db9164");
+    ASSERT_TRUE((*r)->field(3).missing);
+    ++n;
+  }
+  EXPECT_EQ(n, kRows);
+
+  // Commas are data under a tab delimiter; a plain file reads the same way.
+  const std::string plain = WriteFile("plain.tsv", "a,b\t1\n");
+  auto p = CsvReader::Open(plain, Columns({{"s", Type::kString}, {"n", Type::kInt}}), options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto got = (*p)->Next();
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ((*p)->field(0).text, "a,b");
+  EXPECT_EQ((*p)->field(1).int_value, 1);
+}
+
+TEST(CsvReaderTest, GzipWithHeaderAndErrorsNameTheLine) {
+  const std::string path = Gzip("typed.csv.gz", "a;b\n1;x\n2;3\n");
+  CsvOptions options;
+  options.delimiter = ';';
+  auto r = CsvReader::Open(path, Columns({{"a", Type::kInt}, {"b", Type::kInt}}), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto got = (*r)->Next();
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr(path + ":2: column 'b' (field 2): expected an int"));
+  // Without `header`, a header row is data: here a type error on line 1.
+  options.header = false;
+  r = CsvReader::Open(path, Columns({{"a", Type::kInt}, {"b", Type::kInt}}), options);
+  ASSERT_TRUE(r.ok());
+  got = (*r)->Next();
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr(path + ":1: column 'a'"));
+}
+
+TEST(CsvReaderTest, TruncatedGzipIsAReadError) {
+  std::string content;
+  for (int i = 0; i < 20000; ++i) content += std::to_string(i * 7919) + "\n";
+  const std::string whole = Gzip("whole.csv.gz", "n\n" + content);
+  std::ifstream in(whole, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = WriteFile("cut.csv.gz", bytes.substr(0, bytes.size() / 2));
+  auto r = CsvReader::Open(cut, Columns({{"n", Type::kInt}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::Status error;
+  for (int i = 0; i <= 20000; ++i) {
+    auto got = (*r)->Next();
+    if (!got.ok()) {
+      error = got.status();
+      break;
+    }
+    ASSERT_TRUE(*got) << "a truncated file must not end cleanly";
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(error)) << error;
+  EXPECT_THAT(std::string(error.message()), HasSubstr(": cannot read the file: gzip:"));
+  EXPECT_EQ(error.message().rfind(cut + ":", 0), 0u) << "the message starts with the path";
 }
 
 }  // namespace

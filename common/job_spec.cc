@@ -65,9 +65,32 @@ void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* 
       d->labelled = false;
     }
   } else if (d->format == "csv") {
-    CheckKeys(n, where, {"format", "path", "columns", "label", "dense_columns", "split", "limit"});
-    d->path = Str(Required(n, "path", where), where + ".path");
+    CheckKeys(n, where, {"format", "path", "columns", "label", "dense_columns", "split", "limit",
+                         "delimiter", "header"});
+    const YAML::Node path = Required(n, "path", where);
+    if (path.IsSequence()) {
+      if (path.size() == 0) Fail(path, absl::StrCat(where, ".path must name at least one file"));
+      if (path.size() > static_cast<size_t>(JobLimits::kMaxDataFiles)) {
+        Fail(path, absl::StrCat(where, ".path lists ", path.size(), " files, over the limit of ",
+                                JobLimits::kMaxDataFiles));
+      }
+      for (size_t i = 0; i < path.size(); ++i) {
+        d->paths.push_back(Str(path[i], absl::StrCat(where, ".path[", i, "]")));
+      }
+      d->path = d->paths.front();
+    } else {
+      d->path = Str(path, where + ".path");
+    }
     ParseColumns(Required(n, "columns", where), where + ".columns", d);
+    if (YAML::Node delim = n["delimiter"]) {
+      const std::string v = Str(delim, where + ".delimiter");
+      if (v.size() != 1 || v == "\"" || v == "\n" || v == "\r") {
+        Fail(delim, absl::StrCat(where, ".delimiter must be one byte other than a quote or a line "
+                                 "break (e.g. \",\" or \"\\t\")"));
+      }
+      d->delimiter = v[0];
+    }
+    if (n["header"]) d->header = Bool(n["header"], where + ".header");
     auto known = [&](const std::string& column, const YAML::Node& at) {
       for (const ColumnSpec& c : d->columns) {
         if (c.name == column) return c;
@@ -90,11 +113,25 @@ void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* 
     if (YAML::Node dense = n["dense_columns"]) {
       if (!dense.IsSequence()) Fail(dense, absl::StrCat(where, ".dense_columns must be a list"));
       for (size_t i = 0; i < dense.size(); ++i) {
-        const std::string c = Str(dense[i], absl::StrCat(where, ".dense_columns[", i, "]"));
-        if (known(c, dense[i]).type == ColumnSpec::Type::kString) {
-          Fail(dense[i], absl::StrCat("dense column '", c, "' must be int or float"));
+        // A column name, or {column: NAME, transform: none|log1p}.
+        const std::string at = absl::StrCat(where, ".dense_columns[", i, "]");
+        // (YAML::Node's operator= writes through to the tree: bind once.)
+        const YAML::Node column = dense[i].IsMap() ? Required(dense[i], "column", at) : dense[i];
+        DataSourceSpec::DenseTransform transform = DataSourceSpec::DenseTransform::kNone;
+        if (dense[i].IsMap()) {
+          CheckKeys(dense[i], at, {"column", "transform"});
+          if (YAML::Node t = dense[i]["transform"]) {
+            const std::string v = Str(t, at + ".transform");
+            if (v == "log1p") transform = DataSourceSpec::DenseTransform::kLog1p;
+            else if (v != "none") Fail(t, absl::StrCat("unknown transform '", v, "' (expected none or log1p)"));
+          }
+        }
+        const std::string c = Str(column, dense[i].IsMap() ? at + ".column" : at);
+        if (known(c, column).type == ColumnSpec::Type::kString) {
+          Fail(column, absl::StrCat("dense column '", c, "' must be int or float"));
         }
         d->dense_columns.push_back(c);
+        d->dense_transforms.push_back(transform);
       }
     }
     if (YAML::Node split = n["split"]) {
@@ -199,6 +236,20 @@ void ParseTrain(const YAML::Node& n, TrainSpec* t) {
 
 // The data must provide what the model's inputs need.
 void CheckInputs(const YAML::Node& root, const JobSpec& spec) {
+  // The model sees transformed values: train and eval must transform alike.
+  const DataSourceSpec& train = spec.data.train;
+  const DataSourceSpec& eval = spec.data.eval;
+  if (train.format == "csv" && eval.format == "csv" &&
+      train.dense_transforms.size() == eval.dense_transforms.size()) {
+    for (size_t i = 0; i < train.dense_transforms.size(); ++i) {
+      if (train.dense_transforms[i] != eval.dense_transforms[i]) {
+        Fail(root["data"]["eval"]["dense_columns"][i],
+             absl::StrCat("data.eval.dense_columns[", i, "] ('", eval.dense_columns[i],
+                          "') has another transform than data.train.dense_columns[", i, "] ('",
+                          train.dense_columns[i], "'): the model would see other inputs"));
+      }
+    }
+  }
   for (const DataSourceSpec* d : {&spec.data.train, &spec.data.eval}) {
     const YAML::Node at = root["data"];
     if (d->format == "idx") {
@@ -211,6 +262,28 @@ void CheckInputs(const YAML::Node& root, const JobSpec& spec) {
                               d->dense_columns.size(), " dense_columns"));
       }
       for (const CategoricalFeatureSpec& f : spec.model.categorical) {
+        const bool bucketized = f.bucket_width > 0 || !f.boundaries.empty();
+        if (!f.cross.empty()) {
+          // A cross: every crossed column declared; bucketization needs a
+          // numeric one to act on.
+          bool numeric = false;
+          for (const std::string& name : f.cross) {
+            const ColumnSpec* col = nullptr;
+            for (const ColumnSpec& c : d->columns) {
+              if (c.name == name) col = &c;
+            }
+            if (col == nullptr) {
+              Fail(at, absl::StrCat("feature '", f.name, "' crosses column '", name,
+                                    "', which the csv data does not declare"));
+            }
+            numeric = numeric || col->type != ColumnSpec::Type::kString;
+          }
+          if (bucketized && !numeric) {
+            Fail(at, absl::StrCat("feature '", f.name,
+                                  "' is bucketized but crosses no int or float column"));
+          }
+          continue;
+        }
         bool found = false;
         for (const ColumnSpec& c : d->columns) {
           if (c.name != f.column) continue;
@@ -219,7 +292,7 @@ void CheckInputs(const YAML::Node& root, const JobSpec& spec) {
             Fail(at, absl::StrCat("feature '", f.name, "' has a separator but column '", c.name,
                                   "' is not a string"));
           }
-          if (f.bucket_width > 0 && c.type == ColumnSpec::Type::kString) {
+          if (bucketized && c.type == ColumnSpec::Type::kString) {
             Fail(at, absl::StrCat("feature '", f.name, "' is bucketized but column '", c.name,
                                   "' is a string"));
           }
@@ -375,6 +448,19 @@ JobSpec ParseRoot(const YAML::Node& root) {
                         JobLimits::kMaxActivationElements, " (1 GiB of float32)"));
     }
   }
+  // DLRM: the bottom layers' outputs and the interaction's (the top's input).
+  std::vector<int64_t> widths;
+  for (const LayerSpec& layer : spec.model.bottom) widths.push_back(layer.units);
+  if (!spec.model.bottom.empty()) widths.push_back(spec.model.layers[0].input.size());
+  for (int64_t width : widths) {
+    if (width > JobLimits::kMaxActivationElements ||
+        batch * width > JobLimits::kMaxActivationElements) {
+      Fail(root["model"]["bottom"],
+           absl::StrCat("model.bottom: batch ", batch, " x width ", width, " is ", batch * width,
+                        " activations, over the limit of ", JobLimits::kMaxActivationElements,
+                        " (1 GiB of float32)"));
+    }
+  }
   return spec;
 }
 
@@ -429,7 +515,8 @@ std::vector<std::string> DataFiles(const JobSpec& spec) {
       files.push_back(d->images);
       if (d->labelled) files.push_back(d->labels);
     } else if (d->format == "csv") {
-      files.push_back(d->path);
+      if (d->paths.empty()) files.push_back(d->path);
+      for (const std::string& p : d->paths) files.push_back(p);
     }
   }
   return files;
@@ -445,7 +532,10 @@ std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec) {
       files.push_back({prefix + "images", d->images});
       if (d->labelled) files.push_back({prefix + "labels", d->labels});
     } else if (d->format == "csv") {
-      files.push_back({prefix + "path", d->path});
+      if (d->paths.empty()) files.push_back({prefix + "path", d->path});
+      for (size_t i = 0; i < d->paths.size(); ++i) {
+        files.push_back({absl::StrCat(prefix, "path[", i, "]"), d->paths[i]});
+      }
     }
   }
   return files;

@@ -66,6 +66,8 @@ struct JobLimits {
   static constexpr int64_t kMaxDenseInputs = int64_t{1} << 24;       // model.inputs.dense
   static constexpr int64_t kMaxVocab = int64_t{1} << 32;             // vocab_size, max_rows
   static constexpr int64_t kMaxEmbeddingDim = 4096;
+  static constexpr int64_t kMaxBoundaries = 1 << 16;                  // boundaries per feature
+  static constexpr int64_t kMaxDataFiles = 1 << 16;                   // files in one csv path list
   static constexpr int64_t kMaxEpochs = 100000;
   static constexpr int64_t kMaxStepsPerClosure = 1000000;
   static constexpr int64_t kMaxClosuresPerWorker = 64;               // dispatch threads per worker
@@ -108,6 +110,15 @@ struct LayerSpec {
     kFlatten,     // image -> flat vector (a no-op on a flat input)
     kDropout,     // {rate}: training only
     kBatchNorm,   // {momentum, epsilon}: per channel (last axis)
+    // {rank, l2} (or `cross` / {cross: {}}): a DCN-v2 cross layer,
+    // y = x0 * (x W + b) + x with W [d, d] (or, with rank r, the low-rank
+    // W = U V, U [d, r], V [r, d]), where x0 is the model's input
+    // ([dense | embeddings]) and d its width; its input must be that wide
+    // (cross layers come first, before any dense layer).
+    kCross,
+    // Not a layer of model.layers: Model's DLRM dot interaction between
+    // model.bottom and model.layers (ModelSpec::bottom).
+    kDotInteraction,
   };
   Kind kind = Kind::kDense;
   int64_t units = 0;                          // kDense; kConv2d: filters
@@ -120,11 +131,12 @@ struct LayerSpec {
   int64_t stride_w = 1;
   Padding padding = Padding::kValid;
   double rate = 0;  // kDropout: the fraction of values zeroed, in [0, 1)
+  int64_t rank = 0;  // kCross: 0 = full rank; r > 0: W = U V of rank r (r < d)
   // kBatchNorm: moving = momentum * moving + (1 - momentum) * batch
   // statistic (Keras' defaults).
   float momentum = 0.99f;
   float epsilon = 1e-3f;
-  // kDense, kConv2d: this kernel's L2 strength, overriding model.l2 when
+  // kDense, kConv2d, kCross: this kernel's L2 strength, overriding model.l2 when
   // has_l2.
   bool has_l2 = false;
   float l2 = 0;
@@ -157,6 +169,15 @@ struct CategoricalFeatureSpec {
   std::string separator;
   // Numeric column bucketized: id = floor(value / bucket_width).
   double bucket_width = 0;
+  // Numeric column bucketized by explicit, strictly increasing boundaries
+  // (TF's bucketized_column): id = the number of boundaries <= value, in
+  // [0, boundaries.size()]. At most one of bucket_width / boundaries.
+  std::vector<double> boundaries;
+  // A feature cross over two or more columns (then `column` is empty): one
+  // id per row, a hash of the crossed values together (features.h); a
+  // numeric crossed column is bucketized first when bucket_width or
+  // boundaries is set. No separator: crossed columns are single-valued.
+  std::vector<std::string> cross;
   // Hash table bound (0 = unbounded) and what it evicts past the bound.
   int64_t max_rows = 0;
   EvictionPolicy eviction = LFU;
@@ -174,6 +195,13 @@ struct ModelSpec {
   FeatureShape image;
   std::vector<CategoricalFeatureSpec> categorical;
   std::vector<LayerSpec> layers;
+  // model.bottom (DLRM, Naumov et al. 2019): dense layers over the dense
+  // inputs alone, the last of `embedding_dim` units (every categorical
+  // feature has that one dim k). Its output z0 and the F combined
+  // embeddings z1..zF meet in the dot interaction: `layers` (the top MLP)
+  // then reads [z0 | <zi, zj> for every pair i < j] (k + (F+1)F/2 values;
+  // pairs in order (0,1), (0,2), ..., (1,2), ...). Not with fm, wide, cross.
+  std::vector<LayerSpec> bottom;
   // softmax_cross_entropy (multi-class, accuracy) or sigmoid_cross_entropy
   // (binary: the last layer has 1 unit; AUC and logloss), or mse / huber
   // between the last layer's outputs and the one-hot label (the 0/1 label
@@ -189,6 +217,21 @@ struct ModelSpec {
   float l2 = 0;
   InitializerProto kernel_initializer;  // default glorot_uniform
   InitializerProto bias_initializer;    // default zeros
+  // Scalar heads added to the logit of the last layer (which then must have
+  // 1 unit), for the CTR models of the literature:
+  //  - model.fm: true (DeepFM): the factorization machine's second-order
+  //    term 0.5 * sum_d[(sum_f v_fd)^2 - sum_f v_fd^2] over the combined
+  //    embeddings v_f of every categorical feature not in wide.categorical
+  //    (at least 2, all of one embedding_dim).
+  //  - model.wide: {categorical: [names], dense: bool} (Wide & Deep, and
+  //    DeepFM's first-order terms): the named features (embedding_dim 1)
+  //    leave the deep input and their combined 1-dim embeddings are summed
+  //    into the logit; dense: true adds a linear term over the dense inputs
+  //    (the variable "wide/dense_kernel" [dense_inputs, 1], zeros at first,
+  //    no l2).
+  bool fm = false;
+  std::vector<std::string> wide_categorical;
+  bool wide_dense = false;
 };
 
 struct ColumnSpec {
@@ -203,11 +246,22 @@ struct DataSourceSpec {
   // idx
   std::string images;
   std::string labels;
-  // csv: a header row naming `columns` (in file order, with their types);
+  // csv: a header row (unless header: false) naming `columns` (in file
+  // order, with their types);
   // quoted fields may hold separators. Relative paths are relative to the
-  // reading process's working directory.
+  // reading process's working directory. A gzip file is decompressed as it
+  // is read. `path` is the first (or only) file; `paths` lists every file
+  // when the YAML gives a list (path: [a.tsv.gz, b.tsv.gz]): they are read
+  // in order as one data set (rows numbered on across files). Empty
+  // `paths` means `path` alone.
   std::string path;
+  std::vector<std::string> paths;
   std::vector<ColumnSpec> columns;
+  // csv: the field delimiter (one byte; "\t" for Criteo's TSV), and whether
+  // the file starts with a header row (false: `columns` name the fields in
+  // file order).
+  char delimiter = ',';
+  bool header = true;
   std::string label_column;
   // False when the source names no labels (idx without `labels`, csv
   // without `label`): rows to predict (psctl predict --data). A job trains
@@ -218,8 +272,13 @@ struct DataSourceSpec {
   // column holds the class index.
   bool has_label_threshold = false;
   double label_threshold = 0;
-  // Numeric columns fed to the model as dense inputs, in this order.
+  // Numeric columns fed to the model as dense inputs, in this order, and
+  // the transform of each (a missing entry is kNone): kLog1p gives
+  // log(1 + max(x, 0)).
+  // A missing value is 0 before the transform.
+  enum class DenseTransform { kNone, kLog1p };
   std::vector<std::string> dense_columns;
+  std::vector<DenseTransform> dense_transforms;
   // Holdout split of one file into train and eval: an example belongs to the
   // holdout part when a seeded hash of its row number falls below
   // `holdout_fraction`. `holdout_part` says which part this source reads.

@@ -2,6 +2,7 @@
 // (with their shapes inferred), loss, initializers.
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "common/initializer.h"
 #include "common/job_spec_parse.h"
@@ -62,8 +63,7 @@ float ParseL2(const YAML::Node& n, const std::string& what) {
   return static_cast<float>(v);
 }
 
-LayerSpec ParseLayer(const YAML::Node& n, int index) {
-  const std::string where = absl::StrCat("model.layers[", index, "]");
+LayerSpec ParseLayer(const YAML::Node& n, const std::string& where) {
   LayerSpec layer;
   std::string kind;
   YAML::Node body;
@@ -141,6 +141,18 @@ LayerSpec ParseLayer(const YAML::Node& n, int index) {
     }
     return layer;
   }
+  if (kind == "cross") {
+    layer.kind = LayerSpec::Kind::kCross;
+    if (!empty_body) {
+      CheckKeys(body, at, {"rank", "l2"});
+      if (body["rank"]) layer.rank = Int(body["rank"], at + ".rank", 1, JobLimits::kMaxUnits);
+      if (body["l2"]) {
+        layer.has_l2 = true;
+        layer.l2 = ParseL2(body["l2"], at + ".l2");
+      }
+    }
+    return layer;
+  }
   if (kind == "batch_norm") {
     layer.kind = LayerSpec::Kind::kBatchNorm;
     if (!empty_body) {
@@ -157,8 +169,117 @@ LayerSpec ParseLayer(const YAML::Node& n, int index) {
   Fail(n.IsMap() ? n.begin()->first : n,
        absl::StrCat("unknown layer '", kind, "' in ", where,
                     " (expected dense, conv2d, max_pool, avg_pool, flatten, dropout, batch_norm, "
-                    "relu, tanh, sigmoid or gelu)"));
+                    "cross, relu, tanh, sigmoid or gelu)"));
 }
+
+// The width of the first layer's input: the dense inputs and every
+// categorical feature's embedding but those of the wide part.
+int64_t DeepInputWidth(const ModelSpec& m) {
+  const std::set<std::string> wide(m.wide_categorical.begin(), m.wide_categorical.end());
+  int64_t width = m.dense_inputs;
+  for (const CategoricalFeatureSpec& f : m.categorical) {
+    if (wide.count(f.name) == 0) width += f.embedding_dim;
+  }
+  return width;
+}
+
+// model.fm and model.wide (ModelSpec): checked against the inputs.
+void ParseHeads(const YAML::Node& n, ModelSpec* m) {
+  if (YAML::Node wide = n["wide"]) {
+    if (!wide.IsMap()) Fail(wide, "model.wide must be a mapping {categorical: [names], dense: bool}");
+    CheckKeys(wide, "model.wide", {"categorical", "dense"});
+    if (YAML::Node cats = wide["categorical"]) {
+      if (!cats.IsSequence()) Fail(cats, "model.wide.categorical must be a list of feature names");
+      for (size_t i = 0; i < cats.size(); ++i) {
+        const std::string name = Str(cats[i], absl::StrCat("model.wide.categorical[", i, "]"));
+        auto f = std::find_if(m->categorical.begin(), m->categorical.end(),
+                              [&](const CategoricalFeatureSpec& c) { return c.name == name; });
+        if (f == m->categorical.end()) {
+          Fail(cats[i], absl::StrCat("model.wide.categorical names '", name,
+                                     "', which is not a feature of model.inputs.categorical"));
+        }
+        if (f->embedding_dim != 1) {
+          Fail(cats[i], absl::StrCat("model.wide.categorical: feature '", name,
+                                     "' needs embedding_dim: 1 (a weight per id), not ",
+                                     f->embedding_dim));
+        }
+        if (std::count(m->wide_categorical.begin(), m->wide_categorical.end(), name) > 0) {
+          Fail(cats[i], absl::StrCat("model.wide.categorical names '", name, "' twice"));
+        }
+        m->wide_categorical.push_back(name);
+      }
+    }
+    if (wide["dense"]) {
+      m->wide_dense = Bool(wide["dense"], "model.wide.dense");
+      if (m->wide_dense && m->dense_inputs == 0) {
+        Fail(wide["dense"], "model.wide.dense needs dense inputs (model.inputs.dense)");
+      }
+    }
+    if (m->wide_categorical.empty() && !m->wide_dense) {
+      Fail(wide, "model.wide needs categorical: [names] or dense: true");
+    }
+    if (DeepInputWidth(*m) == 0) {
+      Fail(wide, "model.wide takes every input: the deep layers need at least one input "
+                 "(a dense input or a categorical feature not in model.wide.categorical)");
+    }
+  }
+  if (YAML::Node fm = n["fm"]) {
+    m->fm = Bool(fm, "model.fm");
+    if (!m->fm) return;
+    int64_t fields = 0, dim = 0;
+    for (const CategoricalFeatureSpec& f : m->categorical) {
+      if (std::count(m->wide_categorical.begin(), m->wide_categorical.end(), f.name) > 0) continue;
+      if (fields > 0 && f.embedding_dim != dim) {
+        Fail(fm, absl::StrCat("model.fm needs one embedding_dim for every categorical feature "
+                              "outside model.wide, but '", f.name, "' has ", f.embedding_dim,
+                              " and the ones before it ", dim));
+      }
+      dim = f.embedding_dim;
+      ++fields;
+    }
+    if (fields < 2) {
+      Fail(fm, absl::StrCat("model.fm needs at least 2 categorical features outside model.wide "
+                            "(it sums their pairwise dot products), not ", fields));
+    }
+  }
+}
+
+// model.bottom (DLRM): dense layers over the dense inputs, the last as wide
+// as every embedding. Before InferShapes, which reads it.
+void ParseBottom(const YAML::Node& bottom, ModelSpec* m) {
+  if (!bottom.IsSequence() || bottom.size() == 0) {
+    Fail(bottom, "model.bottom must be a non-empty list of dense layers");
+  }
+  if (m->dense_inputs == 0 || m->categorical.empty()) {
+    Fail(bottom, "model.bottom (DLRM) needs dense inputs and at least one categorical feature");
+  }
+  if (m->fm || !m->wide_categorical.empty() || m->wide_dense) {
+    Fail(bottom, "model.bottom (DLRM) cannot be combined with model.fm or model.wide");
+  }
+  int64_t width = m->dense_inputs;
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const std::string where = absl::StrCat("model.bottom[", i, "]");
+    LayerSpec layer = ParseLayer(bottom[i], where);
+    if (layer.kind != LayerSpec::Kind::kDense) {
+      Fail(bottom[i], absl::StrCat(where, ": model.bottom takes dense layers only"));
+    }
+    layer.input = FeatureShape{1, 1, width, false};
+    layer.output = FeatureShape{1, 1, layer.units, false};
+    width = layer.units;
+    m->bottom.push_back(layer);
+  }
+  for (const CategoricalFeatureSpec& f : m->categorical) {
+    if (f.embedding_dim != width) {
+      Fail(bottom[bottom.size() - 1],
+           absl::StrCat("model.bottom ends in ", width, " units, but feature '", f.name,
+                        "' has embedding_dim ", f.embedding_dim,
+                        ": DLRM's dot interaction needs them all equal"));
+    }
+  }
+}
+
+// A cross layer's kernel is [width, width]: 2^13 keeps it under 256 MiB.
+constexpr int64_t kMaxCrossWidth = int64_t{1} << 13;
 
 // One side of a conv2d or pooling output, as TF computes it.
 int64_t WindowOutput(int64_t in, int64_t window, int64_t stride, Padding padding) {
@@ -172,9 +293,12 @@ void InferShapes(const YAML::Node& layers, ModelSpec* m) {
   FeatureShape shape;
   if (m->image.image) {
     shape = m->image;
+  } else if (!m->bottom.empty()) {
+    // DLRM: the top MLP reads [z0 | the pairwise dots of z0..zF].
+    const int64_t vectors = static_cast<int64_t>(m->categorical.size()) + 1;
+    shape.channels = m->bottom.back().units + vectors * (vectors - 1) / 2;
   } else {
-    shape.channels = m->dense_inputs;
-    for (const CategoricalFeatureSpec& f : m->categorical) shape.channels += f.embedding_dim;
+    shape.channels = DeepInputWidth(*m);
   }
   for (size_t i = 0; i < m->layers.size(); ++i) {
     LayerSpec& layer = m->layers[i];
@@ -214,6 +338,29 @@ void InferShapes(const YAML::Node& layers, ModelSpec* m) {
       case LayerSpec::Kind::kFlatten:
         shape = FeatureShape{1, 1, shape.size(), false};
         break;
+      case LayerSpec::Kind::kCross: {
+        if (!m->bottom.empty()) {
+          Fail(at, absl::StrCat(where, ": cross cannot follow model.bottom (DLRM has no single "
+                                "input x0)"));
+        }
+        // x0 * (x W + b) + x: x must be as wide as the model's input x0.
+        const int64_t x0 = DeepInputWidth(*m);
+        if (m->image.image || shape.image || shape.channels != x0) {
+          Fail(at, absl::StrCat(where, ": cross needs an input as wide as the model's input (",
+                                x0, " = dense + embedding dims), but its input has ",
+                                shape.size(), " values: put cross layers first, before any "
+                                "dense layer, and not on images"));
+        }
+        if (layer.rank >= x0) {
+          Fail(at, absl::StrCat(where, ": cross rank ", layer.rank, " must be below its width ",
+                                x0, " (omit rank for the full-rank layer)"));
+        }
+        if (layer.rank == 0 && x0 > kMaxCrossWidth) {
+          Fail(at, absl::StrCat(where, ": cross has a [", x0, ", ", x0, "] kernel; its input "
+                                "width must be at most ", kMaxCrossWidth));
+        }
+        break;
+      }
       default:  // activation, dropout, batch_norm keep the shape
         break;
     }
@@ -224,11 +371,29 @@ void InferShapes(const YAML::Node& layers, ModelSpec* m) {
 CategoricalFeatureSpec ParseCategorical(const YAML::Node& n, int index) {
   const std::string where = absl::StrCat("model.inputs.categorical[", index, "]");
   CheckKeys(n, where, {"name", "column", "vocab_size", "hashed", "embedding_dim", "combiner", "oov",
-                       "separator", "bucket_width", "max_rows", "eviction", "initializer"});
+                       "separator", "bucket_width", "boundaries", "cross", "max_rows", "eviction",
+                       "initializer"});
   CategoricalFeatureSpec f;
   f.name = Str(Required(n, "name", where), where + ".name");
   if (f.name.empty()) Fail(n["name"], absl::StrCat(where, ".name must not be empty"));
-  f.column = n["column"] ? Str(n["column"], where + ".column") : f.name;
+  if (YAML::Node cross = n["cross"]) {
+    if (n["column"]) Fail(n["column"], absl::StrCat(where, " has both column and cross (a cross names its columns)"));
+    if (!cross.IsSequence() || cross.size() < 2) {
+      Fail(cross, absl::StrCat(where, ".cross must be a list of two or more columns"));
+    }
+    for (size_t i = 0; i < cross.size(); ++i) {
+      const std::string c = Str(cross[i], absl::StrCat(where, ".cross[", i, "]"));
+      for (const std::string& seen : f.cross) {
+        if (seen == c) Fail(cross[i], absl::StrCat(where, ".cross names column '", c, "' twice"));
+      }
+      f.cross.push_back(c);
+    }
+    if (n["separator"]) {
+      Fail(n["separator"], absl::StrCat(where, ".separator: a cross reads single-valued columns"));
+    }
+  } else {
+    f.column = n["column"] ? Str(n["column"], where + ".column") : f.name;
+  }
   if (n["vocab_size"]) f.vocab_size = Int(n["vocab_size"], where + ".vocab_size", 1, JobLimits::kMaxVocab);
   if (n["hashed"]) f.hashed = Bool(n["hashed"], where + ".hashed");
   if ((f.vocab_size > 0) == f.hashed) {
@@ -256,6 +421,31 @@ CategoricalFeatureSpec ParseCategorical(const YAML::Node& n, int index) {
   if (n["bucket_width"]) {
     f.bucket_width = Positive(n["bucket_width"], where + ".bucket_width");
   }
+  if (YAML::Node b = n["boundaries"]) {
+    if (n["bucket_width"]) Fail(b, absl::StrCat(where, " has both bucket_width and boundaries"));
+    if (!b.IsSequence() || b.size() == 0) {
+      Fail(b, absl::StrCat(where, ".boundaries must be a non-empty list of numbers"));
+    }
+    if (b.size() > static_cast<size_t>(JobLimits::kMaxBoundaries)) {
+      Fail(b, absl::StrCat(where, ".boundaries has ", b.size(), " entries, over the limit of ",
+                           JobLimits::kMaxBoundaries));
+    }
+    for (size_t i = 0; i < b.size(); ++i) {
+      const double v = Num(b[i], absl::StrCat(where, ".boundaries[", i, "]"));
+      if (!std::isfinite(v)) Fail(b[i], absl::StrCat(where, ".boundaries[", i, "] must be finite"));
+      if (i > 0 && !(v > f.boundaries.back())) {
+        Fail(b[i], absl::StrCat(where, ".boundaries must be strictly increasing"));
+      }
+      f.boundaries.push_back(v);
+    }
+    // Bucket ids lie in [0, boundaries.size()]; a fixed vocabulary (without
+    // oov: hash) must hold them all.
+    if (f.cross.empty() && f.vocab_size > 0 && f.oov == OutOfVocabulary::kError &&
+        f.vocab_size <= static_cast<int64_t>(f.boundaries.size())) {
+      Fail(b, absl::StrCat(where, ".boundaries give bucket ids 0..", f.boundaries.size(),
+                           ", outside vocab_size ", f.vocab_size));
+    }
+  }
   if (n["max_rows"]) {
     if (!f.hashed) Fail(n["max_rows"], absl::StrCat(where, ".max_rows applies to hashed features only"));
     f.max_rows = Int(n["max_rows"], where + ".max_rows", 1, JobLimits::kMaxVocab);
@@ -277,7 +467,8 @@ CategoricalFeatureSpec ParseCategorical(const YAML::Node& n, int index) {
 
 void ParseModel(const YAML::Node& n, ModelSpec* m) {
   CheckKeys(n, "model",
-            {"inputs", "layers", "loss", "kernel_initializer", "bias_initializer", "l2"});
+            {"inputs", "layers", "loss", "kernel_initializer", "bias_initializer", "l2", "fm",
+             "wide", "bottom"});
   YAML::Node inputs = Required(n, "inputs", "model");
   CheckKeys(inputs, "model.inputs", {"dense", "image", "categorical"});
   if (inputs["dense"]) m->dense_inputs = Int(inputs["dense"], "model.inputs.dense", 0, JobLimits::kMaxDenseInputs);
@@ -317,11 +508,15 @@ void ParseModel(const YAML::Node& n, ModelSpec* m) {
   if (m->dense_inputs == 0 && m->categorical.empty()) {
     Fail(inputs, "model.inputs needs dense: N (N >= 1) or at least one categorical feature");
   }
+  ParseHeads(n, m);
   YAML::Node layers = Required(n, "layers", "model");
   if (!layers.IsSequence() || layers.size() == 0) {
     Fail(layers, "model.layers must be a non-empty list of layers");
   }
-  for (size_t i = 0; i < layers.size(); ++i) m->layers.push_back(ParseLayer(layers[i], static_cast<int>(i)));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    m->layers.push_back(ParseLayer(layers[i], absl::StrCat("model.layers[", i, "]")));
+  }
+  if (YAML::Node bottom = n["bottom"]) ParseBottom(bottom, m);
   if (m->layers.back().kind != LayerSpec::Kind::kDense) {
     Fail(layers[layers.size() - 1], "the last layer must be dense (it produces the logits)");
   }
@@ -348,6 +543,11 @@ void ParseModel(const YAML::Node& n, ModelSpec* m) {
   if (m->loss == "sigmoid_cross_entropy" && outputs != 1) {
     Fail(layers[layers.size() - 1],
          absl::StrCat("sigmoid_cross_entropy needs a last layer of 1 unit, not ", outputs));
+  }
+  if ((m->fm || !m->wide_categorical.empty() || m->wide_dense) && outputs != 1) {
+    Fail(n[m->fm ? "fm" : "wide"],
+         absl::StrCat("model.", m->fm ? "fm" : "wide", " adds to a single logit: the last layer "
+                      "needs 1 unit, not ", outputs));
   }
   if (m->loss == "softmax_cross_entropy" && outputs < 2) {
     Fail(layers[layers.size() - 1],

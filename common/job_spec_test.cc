@@ -245,7 +245,9 @@ TEST(JobSpecTest, ExampleJobsParse) {
   for (const char* path :
        {"examples/fashion_mnist_mlp.yaml", "examples/fashion_mnist_mlp_one_device.yaml",
         "examples/movielens_ctr.yaml", "examples/fashion_mnist_mlp_sync.yaml",
-        "examples/fashion_mnist_mlp_schedule.yaml", "examples/fashion_mnist_cnn.yaml"}) {
+        "examples/fashion_mnist_mlp_schedule.yaml", "examples/fashion_mnist_cnn.yaml",
+        "examples/movielens_dcn.yaml", "examples/movielens_deepfm.yaml",
+        "examples/movielens_wide_deep.yaml", "examples/movielens_dlrm.yaml"}) {
     auto spec = LoadJobSpec(path);
     ASSERT_TRUE(spec.ok()) << spec.status();
   }

@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
@@ -39,7 +41,14 @@ std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec) {
     *v.mutable_optimizer() = optimizer;
     vars.push_back(std::move(v));
   };
-  int dense_index = 0, conv_index = 0, norm_index = 0;
+  for (size_t i = 0; i < spec.model.bottom.size(); ++i) {
+    const LayerSpec& layer = spec.model.bottom[i];
+    const std::string prefix = absl::StrCat("bottom_", i);
+    add(prefix + "/kernel", {layer.input.size(), layer.units}, spec.model.kernel_initializer,
+        spec.optimizer);
+    add(prefix + "/bias", {layer.units}, spec.model.bias_initializer, spec.optimizer);
+  }
+  int dense_index = 0, conv_index = 0, norm_index = 0, cross_index = 0;
   for (const LayerSpec& layer : spec.model.layers) {
     if (layer.kind == LayerSpec::Kind::kDense) {
       const std::string prefix = absl::StrCat("dense_", dense_index++);
@@ -51,6 +60,16 @@ std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec) {
       add(prefix + "/kernel", {layer.window_h, layer.window_w, layer.input.channels, layer.units},
           spec.model.kernel_initializer, spec.optimizer);
       add(prefix + "/bias", {layer.units}, spec.model.bias_initializer, spec.optimizer);
+    } else if (layer.kind == LayerSpec::Kind::kCross) {
+      const std::string prefix = absl::StrCat("cross_", cross_index++);
+      const int64_t d = layer.input.size();
+      if (layer.rank > 0) {
+        add(prefix + "/kernel_u", {d, layer.rank}, spec.model.kernel_initializer, spec.optimizer);
+        add(prefix + "/kernel_v", {layer.rank, d}, spec.model.kernel_initializer, spec.optimizer);
+      } else {
+        add(prefix + "/kernel", {d, d}, spec.model.kernel_initializer, spec.optimizer);
+      }
+      add(prefix + "/bias", {d}, spec.model.bias_initializer, spec.optimizer);
     } else if (layer.kind == LayerSpec::Kind::kBatchNorm) {
       const std::string prefix = absl::StrCat("batch_norm_", norm_index++);
       const int64_t c = layer.input.channels;
@@ -67,12 +86,22 @@ std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec) {
       add(prefix + "/moving_variance", {c}, ones, average);
     }
   }
+  if (spec.model.wide_dense) {
+    InitializerProto zeros;
+    zeros.set_type("zeros");
+    add("wide/dense_kernel", {spec.model.dense_inputs, 1}, zeros, spec.optimizer);
+  }
   return vars;
 }
 
 int64_t ModelInputWidth(const ModelSpec& model) {
+  if (!model.bottom.empty() && !model.layers.empty()) return model.layers[0].input.size();
   int64_t width = model.dense_inputs;
-  for (const CategoricalFeatureSpec& f : model.categorical) width += f.embedding_dim;
+  for (const CategoricalFeatureSpec& f : model.categorical) {
+    if (std::count(model.wide_categorical.begin(), model.wide_categorical.end(), f.name) == 0) {
+      width += f.embedding_dim;
+    }
+  }
   return width;
 }
 

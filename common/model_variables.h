@@ -36,12 +36,21 @@ namespace pscluster {
 //    them in, w = momentum * w + (1 - momentum) * batch_stat, under the
 //    variable's lock. So every push, even from a stale pull, is one EMA step
 //    of the current value, and the exactly-once key of the push makes a
-//    retried step fold in once.
+//    retried step fold in once;
+//  - cross layer i over an input of width d: "cross_<i>/kernel" [d, d] (with
+//    rank r: "cross_<i>/kernel_u" [d, r] and "/kernel_v" [r, d]) and
+//    "cross_<i>/bias" [d];
+//  - with model.wide.dense: "wide/dense_kernel" [dense_inputs, 1] (zeros),
+//    last;
+//  - model.bottom layer i (DLRM): "bottom_<i>/kernel" [in, units] and
+//    "bottom_<i>/bias" [units], after the embedding tables and before the
+//    layers'.
 // Kernels and biases carry the model's initializers and the job's optimizer.
 std::vector<VariableSpecProto> ModelVariables(const JobSpec& spec);
 
-// Width of the first dense layer's input: dense inputs plus every
-// categorical feature's embedding_dim.
+// Width of the first layer's input: dense inputs plus every categorical
+// feature's embedding_dim, except those of model.wide.categorical; with
+// model.bottom, the width of the dot interaction's output.
 int64_t ModelInputWidth(const ModelSpec& model);
 
 // True for variables read by row (embedding tables), false for those read

@@ -1,8 +1,10 @@
 // Fuzz target for the CSV reader (common/csv_reader.h) on a file holding the
 // input.
 //
-// Input: [byte 0: number of columns - 1, mod 4] [byte 1: their types, two
-//        bits each: 0 int, 1 float, 2 or 3 string] [the file's bytes]
+// Input: [byte 0: bits 0-1 the number of columns - 1; bit 2 set: tab
+//        delimited; bit 3 set: no header row] [byte 1: the column types, two
+//        bits each: 0 int, 1 float, 2 or 3 string] [the file's bytes, read
+//        as gzip when they start with gzip's magic bytes]
 // The columns are named a, b, c, d. Any file must give records or
 // INVALID_ARGUMENT "PATH:..." — never a crash or a sanitizer report. Every
 // record has its declared fields, each typed value agrees with its text,
@@ -42,8 +44,8 @@ using Record = std::vector<Field>;
 
 // Reads every record of `path`; false (and the records before it) on error.
 bool ReadAll(const std::string& path, const std::vector<ColumnSpec>& columns,
-             std::vector<Record>* records) {
-  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, columns);
+             const CsvOptions& options, std::vector<Record>* records) {
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, columns, options);
   if (!reader.ok()) {
     FUZZ_CHECK(reader.status().code() == absl::StatusCode::kInvalidArgument,
                reader.status().ToString());
@@ -51,7 +53,7 @@ bool ReadAll(const std::string& path, const std::vector<ColumnSpec>& columns,
     return false;
   }
   CsvReader& csv = **reader;
-  int64_t last_line = 1;
+  int64_t last_line = options.header ? 1 : 0;
   while (records->size() < kMaxRecords) {
     absl::StatusOr<bool> next = csv.Next();
     if (!next.ok()) {
@@ -92,13 +94,19 @@ std::string Quote(const std::string& text) {
 
 // The records as a CSV file: present fields quoted, missing ones an unquoted
 // NA (not empty: a record of one missing field would be a blank line).
-std::string Write(const std::vector<ColumnSpec>& columns, const std::vector<Record>& records) {
+std::string Write(const std::vector<ColumnSpec>& columns, const CsvOptions& options,
+                  const std::vector<Record>& records) {
+  const std::string delimiter(1, options.delimiter);
   std::string out;
-  for (size_t i = 0; i < columns.size(); ++i) absl::StrAppend(&out, i ? "," : "", columns[i].name);
-  out += "\r\n";
+  if (options.header) {
+    for (size_t i = 0; i < columns.size(); ++i) {
+      absl::StrAppend(&out, i ? delimiter : "", columns[i].name);
+    }
+    out += "\r\n";
+  }
   for (const Record& record : records) {
     for (size_t i = 0; i < record.size(); ++i) {
-      absl::StrAppend(&out, i ? "," : "", record[i].missing ? "NA" : Quote(record[i].text));
+      absl::StrAppend(&out, i ? delimiter : "", record[i].missing ? "NA" : Quote(record[i].text));
     }
     out += "\n";
   }
@@ -112,6 +120,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pscluster;  // NOLINT(build/namespaces): a fuzz entry point
   if (size < 2) return 0;
   std::vector<ColumnSpec> columns(1 + data[0] % 4);
+  CsvOptions options;
+  if (data[0] & 4) options.delimiter = '\t';
+  options.header = (data[0] & 8) == 0;
   for (size_t i = 0; i < columns.size(); ++i) {
     columns[i].name = std::string(1, static_cast<char>('a' + i));
     const int type = (data[1] >> (2 * i)) & 3;
@@ -121,12 +132,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   fuzz::MemFile mem(data + 2, size - 2);
   std::vector<Record> records;
-  if (!ReadAll(mem.path(), columns, &records)) return 0;
+  if (!ReadAll(mem.path(), columns, options, &records)) return 0;
 
-  const std::string text = Write(columns, records);
+  const std::string text = Write(columns, options, records);
   fuzz::MemFile again_file(text.data(), text.size());
   std::vector<Record> again;
-  FUZZ_CHECK(ReadAll(again_file.path(), columns, &again),
+  FUZZ_CHECK(ReadAll(again_file.path(), columns, options, &again),
              absl::StrCat("the records written back do not read:\n", text));
   FUZZ_CHECK(again == records, absl::StrCat("the records changed in a round trip:\n", text));
   return 0;

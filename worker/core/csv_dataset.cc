@@ -46,7 +46,16 @@ absl::StatusOr<Dataset> LoadCsvDataset(const DataSourceSpec& source, const Model
   CsvLoadStats local;
   if (stats == nullptr) stats = &local;
   *stats = CsvLoadStats();
-  ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> csv, CsvReader::Open(source.path, source.columns));
+  CsvOptions options;
+  options.delimiter = source.delimiter;
+  options.header = source.header;
+  // Every file of the source, read in order as one data set.
+  const std::vector<std::string> files =
+      source.paths.empty() ? std::vector<std::string>{source.path} : source.paths;
+  ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> csv,
+                   CsvReader::Open(files[0], source.columns, options));
+  size_t file = 0;
+  int64_t row_offset = 0;  // data rows of the files before this one
 
   // Unlabelled rows (to predict) have no label column: every label is 0.
   int label_column = -1;
@@ -58,7 +67,11 @@ absl::StatusOr<Dataset> LoadCsvDataset(const DataSourceSpec& source, const Model
     }
   }
   std::vector<int> dense;
-  for (const std::string& name : source.dense_columns) {
+  std::vector<bool> log1p;
+  for (size_t k = 0; k < source.dense_columns.size(); ++k) {
+    const std::string& name = source.dense_columns[k];
+    log1p.push_back(k < source.dense_transforms.size() &&
+                    source.dense_transforms[k] == DataSourceSpec::DenseTransform::kLog1p);
     ASSIGN_OR_RETURN(int i, Column(*csv, name, "a dense input"));
     if (source.columns[i].type == ColumnSpec::Type::kString) {
       return absl::InvalidArgumentError(
@@ -67,14 +80,25 @@ absl::StatusOr<Dataset> LoadCsvDataset(const DataSourceSpec& source, const Model
     dense.push_back(i);
   }
   std::vector<CategoricalEncoder> encoders;
-  std::vector<int> feature_columns;
+  // Per feature: its column, or its crossed columns.
+  std::vector<std::vector<int>> feature_columns;
   for (const CategoricalFeatureSpec& f : model.categorical) {
-    // ParseJobSpec fills `column` in; a spec built in code may leave it empty.
-    const std::string& column = f.column.empty() ? f.name : f.column;
-    ASSIGN_OR_RETURN(int i, Column(*csv, column, absl::StrCat("feature '", f.name, "'")));
+    std::vector<int> columns;
+    if (f.cross.empty()) {
+      // ParseJobSpec fills `column` in; a spec built in code may leave it empty.
+      const std::string& column = f.column.empty() ? f.name : f.column;
+      ASSIGN_OR_RETURN(int i, Column(*csv, column, absl::StrCat("feature '", f.name, "'")));
+      columns.push_back(i);
+    } else {
+      for (const std::string& column : f.cross) {
+        ASSIGN_OR_RETURN(int i, Column(*csv, column, absl::StrCat("feature '", f.name, "'")));
+        columns.push_back(i);
+      }
+    }
     encoders.emplace_back(f);
-    feature_columns.push_back(i);
+    feature_columns.push_back(std::move(columns));
   }
+  std::vector<CategoricalEncoder::CrossValue> cross;
 
   Dataset d;
   d.features = static_cast<int64_t>(dense.size());
@@ -83,10 +107,18 @@ absl::StatusOr<Dataset> LoadCsvDataset(const DataSourceSpec& source, const Model
   int32_t max_label = -1;
   while (source.limit <= 0 || d.count < source.limit) {
     ASSIGN_OR_RETURN(bool got, csv->Next());
-    if (!got) break;
+    if (!got) {
+      if (++file == files.size()) break;
+      row_offset = stats->rows_read;
+      // Closed before the next one opens: one open file at a time.
+      csv.reset();
+      ASSIGN_OR_RETURN(csv, CsvReader::Open(files[file], source.columns, options));
+      continue;
+    }
     ++stats->rows_read;
     if (source.holdout_fraction > 0 &&
-        InHoldout(csv->row(), source.holdout_fraction, source.holdout_seed) != source.holdout_part) {
+        InHoldout(row_offset + csv->row(), source.holdout_fraction, source.holdout_seed) !=
+            source.holdout_part) {
       ++stats->other_split_part;
       continue;
     }
@@ -100,14 +132,37 @@ absl::StatusOr<Dataset> LoadCsvDataset(const DataSourceSpec& source, const Model
     }
     d.y.push_back(label);
     max_label = std::max(max_label, label);
-    for (int i : dense) {
-      const CsvField& f = csv->field(i);
-      d.x.push_back(f.missing ? 0.0f : static_cast<float>(Number(f, source.columns[i].type)));
+    for (size_t k = 0; k < dense.size(); ++k) {
+      const CsvField& f = csv->field(dense[k]);
+      double v = f.missing ? 0.0 : Number(f, source.columns[dense[k]].type);
+      if (log1p[k]) v = std::log1p(std::max(v, 0.0));
+      d.x.push_back(static_cast<float>(v));
     }
     for (size_t k = 0; k < encoders.size(); ++k) {
-      const int i = feature_columns[k];
-      const CsvField& f = csv->field(i);
       std::vector<uint64_t>* ids = &d.categorical[k].ids;
+      if (!encoders[k].spec().cross.empty()) {
+        // A missing value in any crossed column gives no id.
+        cross.clear();
+        for (int i : feature_columns[k]) {
+          const CsvField& f = csv->field(i);
+          if (f.missing) break;
+          CategoricalEncoder::CrossValue v;
+          v.type = source.columns[i].type;
+          v.int_value = f.int_value;
+          v.float_value = f.float_value;
+          v.text = f.text;
+          cross.push_back(v);
+        }
+        if (cross.size() == feature_columns[k].size()) {
+          if (absl::Status s = encoders[k].AddCross(cross, ids); !s.ok()) {
+            return absl::InvalidArgumentError(absl::StrCat(csv->Where(), s.message()));
+          }
+        }
+        d.categorical[k].offsets.push_back(static_cast<int64_t>(ids->size()));
+        continue;
+      }
+      const int i = feature_columns[k][0];
+      const CsvField& f = csv->field(i);
       if (!f.missing) {
         absl::Status s;
         switch (source.columns[i].type) {

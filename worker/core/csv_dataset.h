@@ -1,6 +1,7 @@
 // Loads a csv data source (DataSourceSpec format "csv") into a Dataset.
 //
-// For each data row of the file, in order:
+// For each data row of the source's files (source.paths, or source.path
+// alone), in order, numbered on across files:
 //   1. the holdout split (when holdout_fraction > 0): the row is kept iff
 //      InHoldout(row, holdout_fraction, holdout_seed) == holdout_part, so the
 //      "train" and "holdout" sources of one file are disjoint and together
@@ -11,10 +12,14 @@
 //   3. `limit` (when > 0) stops reading after that many examples;
 //   4. label: label_column >= label_threshold (0/1) when a threshold is set,
 //      else the column's value as a class index (a whole number >= 0);
-//      dense_columns become x (a missing value is 0);
+//      dense_columns become x (a missing value is 0), each through its
+//      transform (log1p: log(1 + max(x, 0)));
 //      each model.categorical feature reads its `column` (its name when
-//      `column` is empty) through a CategoricalEncoder (features.h); a
-//      missing value gives no id.
+//      `column` is empty), or its `cross` columns, through a
+//      CategoricalEncoder (features.h); a missing value (in any crossed
+//      column) gives no id.
+// The file is read as source.delimiter and source.header say, gzip or plain
+// (CsvReader); an empty field is a missing value (Criteo's logs).
 //
 // Thread-safety: LoadCsvDataset is stateless and safe to call concurrently.
 #ifndef PSCLUSTER_WORKER_CORE_CSV_DATASET_H_
@@ -35,7 +40,8 @@ struct CsvLoadStats {
   int64_t missing_label = 0;      // rows skipped for a missing label
 };
 
-// Reads source.path (REQUIRES: source.format == "csv") for `model`.
+// Reads source.path, or every file of source.paths in order (REQUIRES:
+// source.format == "csv"), for `model`.
 // num_classes is 1 + the largest label, and at least 2 for a thresholded
 // (binary) label. `stats` may be null.
 // Returns:

@@ -1,6 +1,7 @@
 #include "worker/core/csv_dataset.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -194,6 +195,114 @@ TEST(LoadCsvDatasetTest, HoldoutSplitPartsAreDisjointAndLimitComesAfter) {
       << "limit takes the first examples of the part";
 }
 
+// Criteo-shaped: no header, tabs, empty fields missing; log1p counts, a
+// cross and explicit boundaries.
+TEST(LoadCsvDatasetTest, HeaderlessTsvWithTransformsCrossesAndBoundaries) {
+  DataSourceSpec src;
+  src.format = "csv";
+  src.path = WriteFile("criteo.tsv",
+                       "1\t3\t\t05db9164\t8947f767\n"
+                       "0\t\t7\t68fd1e64\t\n"
+                       "0\t-5\t0\t05db9164\t8947f767\n");
+  src.delimiter = '\t';
+  src.header = false;
+  src.columns = {{"label", Type::kInt}, {"I1", Type::kInt}, {"I2", Type::kInt},
+                 {"C1", Type::kString}, {"C2", Type::kString}};
+  src.label_column = "label";
+  src.dense_columns = {"I1", "I2"};
+  src.dense_transforms = {DataSourceSpec::DenseTransform::kLog1p,
+                          DataSourceSpec::DenseTransform::kNone};
+  ModelSpec m;
+  CategoricalFeatureSpec cross;
+  cross.name = "c1_x_c2";
+  cross.hashed = true;
+  cross.cross = {"C1", "C2"};
+  CategoricalFeatureSpec bucket;
+  bucket.name = "i1_bucket";
+  bucket.column = "I1";
+  bucket.vocab_size = 9;
+  bucket.boundaries = {0, 1, 2, 4, 8, 16, 64, 256};
+  m.categorical = {cross, bucket};
+  m.loss = "sigmoid_cross_entropy";
+  CsvLoadStats stats;
+  absl::StatusOr<Dataset> d = LoadCsvDataset(src, m, &stats);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(stats.rows_read, 3);
+  ASSERT_EQ(d->count, 3);
+  EXPECT_EQ(d->y, (std::vector<int32_t>{1, 0, 0}));
+  // log(1 + max(x, 0)); a missing value is 0 (and log1p(0) = 0).
+  ASSERT_EQ(d->x.size(), 6u);
+  EXPECT_FLOAT_EQ(d->x[0], std::log1p(3.0f));
+  EXPECT_FLOAT_EQ(d->x[1], 0.0f);
+  EXPECT_FLOAT_EQ(d->x[2], 0.0f);
+  EXPECT_FLOAT_EQ(d->x[3], 7.0f);
+  EXPECT_FLOAT_EQ(d->x[4], 0.0f) << "a negative count clips to log1p(0)";
+  EXPECT_FLOAT_EQ(d->x[5], 0.0f);
+  // The cross: rows 0 and 2 share their values; row 1 misses C2.
+  const CategoricalColumn& c = d->categorical[0];
+  EXPECT_EQ(c.offsets, (std::vector<int64_t>{0, 1, 1, 2}));
+  ASSERT_EQ(c.ids.size(), 2u);
+  EXPECT_EQ(c.ids[0], c.ids[1]);
+  std::vector<uint64_t> expected;
+  ASSERT_TRUE(CategoricalEncoder(cross)
+                  .AddCross({{Type::kString, 0, 0, "05db9164"}, {Type::kString, 0, 0, "8947f767"}},
+                            &expected)
+                  .ok());
+  EXPECT_EQ(c.ids[0], expected[0]);
+  // Boundaries: 3 -> 3 (three boundaries <= 3), missing -> none, -5 -> 0.
+  const CategoricalColumn& b = d->categorical[1];
+  EXPECT_EQ(b.offsets, (std::vector<int64_t>{0, 1, 1, 2}));
+  EXPECT_EQ(b.ids, (std::vector<uint64_t>{3, 0}));
+
+  // A crossed column the source does not declare.
+  m.categorical[0].cross = {"C1", "C9"};
+  d = LoadCsvDataset(src, m);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(),
+            src.path + ": feature 'c1_x_c2' reads column 'C9', which the data source does not "
+            "declare");
+}
+
+// A list of files reads as their concatenation: the same examples, and the
+// same holdout split, since rows are numbered on across files.
+TEST(LoadCsvDatasetTest, FilesOfAListReadAsOne) {
+  std::string first = "f,label\n", second = "f,label\n", whole = "f,label\n";
+  for (int i = 0; i < 300; ++i) {
+    const std::string row = std::to_string(i) + ".5," + std::to_string(i % 2) + "\n";
+    (i < 120 ? first : second) += row;
+    whole += row;
+  }
+  DataSourceSpec src;
+  src.format = "csv";
+  src.columns = {{"f", Type::kFloat}, {"label", Type::kInt}};
+  src.label_column = "label";
+  src.dense_columns = {"f"};
+  src.holdout_fraction = 0.3;
+  src.holdout_seed = 5;
+  for (bool part : {false, true}) {
+    src.holdout_part = part;
+    src.path = WriteFile("whole.csv", whole);
+    src.paths.clear();
+    auto one = LoadCsvDataset(src, ModelSpec());
+    src.paths = {WriteFile("first.csv", first), WriteFile("second.csv", second)};
+    src.path = src.paths[0];
+    CsvLoadStats stats;
+    auto two = LoadCsvDataset(src, ModelSpec(), &stats);
+    ASSERT_TRUE(one.ok()) << one.status();
+    ASSERT_TRUE(two.ok()) << two.status();
+    EXPECT_EQ(stats.rows_read, 300);
+    EXPECT_GT(two->count, 50);
+    EXPECT_EQ(one->x, two->x);
+    EXPECT_EQ(one->y, two->y);
+  }
+  // A bad second file is named.
+  src.paths = {src.paths[0], WriteFile("bad.csv", "f,label\n1.5,x\n")};
+  auto bad = LoadCsvDataset(src, ModelSpec());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind(src.paths[1] + ":2: column 'label'", 0), 0u)
+      << bad.status();
+}
+
 TEST(LoadCsvDatasetTest, LoadDatasetDispatchesAndNamesMissingFiles) {
   DataSourceSpec src = MovieLensSource("/nonexistent/movielens.csv");
   auto d = LoadDataset(src, MovieLensModel(10));
@@ -262,6 +371,42 @@ TEST(LoadCsvDatasetTest, RealMovieLensThroughTheExampleSpec) {
   std::printf("movielens_ctr.yaml: %lld train, %lld eval examples, eval %.2f%% positive\n",
               static_cast<long long>(train->count), static_cast<long long>(eval->count),
               100.0 * positive / eval->count);
+}
+
+// examples/criteo_synthetic.yaml on a criteo_gen train file (gzip TSV, no
+// header), when PSCLUSTER_CRITEO_TSV_GZ names one: every row loads, each
+// C column gives one id or none, the crosses fire only when both columns
+// are present, and the load rate is printed.
+TEST(LoadCsvDatasetTest, RealCriteoGenFileThroughTheExampleSpec) {
+  const char* path = std::getenv("PSCLUSTER_CRITEO_TSV_GZ");
+  if (path == nullptr || *path == '\0') GTEST_SKIP() << "PSCLUSTER_CRITEO_TSV_GZ is not set";
+  auto spec = LoadJobSpec("examples/criteo_synthetic.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->data.train.path = path;
+  const auto start = std::chrono::steady_clock::now();
+  CsvLoadStats stats;
+  auto d = LoadCsvDataset(spec->data.train, spec->model, &stats);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->count, stats.rows_read);
+  EXPECT_EQ(d->features, 13);
+  ASSERT_EQ(d->categorical.size(), 29u);
+  int64_t c1_missing = 0;
+  for (int64_t i = 0; i < d->count; ++i) {
+    for (const CategoricalColumn& c : d->categorical) {
+      ASSERT_LE(c.offsets[i + 1] - c.offsets[i], 1) << "single-valued columns";
+    }
+    const bool c1 = d->categorical[0].offsets[i + 1] > d->categorical[0].offsets[i];
+    const bool c2 = d->categorical[1].offsets[i + 1] > d->categorical[1].offsets[i];
+    const bool c1_x_c2 = d->categorical[26].offsets[i + 1] > d->categorical[26].offsets[i];
+    ASSERT_EQ(c1_x_c2, c1 && c2) << "row " << i;
+    c1_missing += !c1;
+  }
+  for (float x : d->x) ASSERT_GE(x, 0.0f) << "log1p of a clipped count";
+  std::printf("criteo_gen file: %lld rows in %.3f s (%.0f rows/s), C1 missing in %.2f%%\n",
+              static_cast<long long>(d->count), seconds, d->count / seconds,
+              100.0 * c1_missing / d->count);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -69,12 +70,23 @@ absl::Status CategoricalEncoder::AddId(int64_t id, std::vector<uint64_t>* ids) c
 }
 
 absl::Status CategoricalEncoder::AddInt(int64_t value, std::vector<uint64_t>* ids) const {
-  if (spec_.bucket_width > 0) return AddFloat(static_cast<double>(value), ids);
+  if (spec_.bucket_width > 0 || !spec_.boundaries.empty()) {
+    return AddFloat(static_cast<double>(value), ids);
+  }
   return AddId(value, ids);
 }
 
-absl::Status CategoricalEncoder::AddFloat(double value, std::vector<uint64_t>* ids) const {
+absl::Status CategoricalEncoder::NumericId(double value, int64_t* out) const {
   double id = value;
+  if (!spec_.boundaries.empty()) {
+    if (std::isnan(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature '", spec_.name, "': a value that is not a number"));
+    }
+    *out = std::upper_bound(spec_.boundaries.begin(), spec_.boundaries.end(), value) -
+           spec_.boundaries.begin();
+    return absl::OkStatus();
+  }
   if (spec_.bucket_width > 0) {
     id = std::floor(value / spec_.bucket_width);
   } else if (std::isfinite(value) && id != std::floor(id)) {
@@ -85,7 +97,43 @@ absl::Status CategoricalEncoder::AddFloat(double value, std::vector<uint64_t>* i
     return absl::InvalidArgumentError(
         absl::StrCat("feature '", spec_.name, "': a value that gives no int64 id"));
   }
-  return AddId(static_cast<int64_t>(id), ids);
+  *out = static_cast<int64_t>(id);
+  return absl::OkStatus();
+}
+
+absl::Status CategoricalEncoder::AddFloat(double value, std::vector<uint64_t>* ids) const {
+  int64_t id = 0;
+  if (absl::Status s = NumericId(value, &id); !s.ok()) return s;
+  return AddId(id, ids);
+}
+
+absl::Status CategoricalEncoder::AddCross(const std::vector<CrossValue>& values,
+                                          std::vector<uint64_t>* ids) const {
+  const bool bucketized = spec_.bucket_width > 0 || !spec_.boundaries.empty();
+  std::vector<unsigned char> tokens(8 * values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const CrossValue& v = values[i];
+    uint64_t token = 0;
+    if (v.type == ColumnSpec::Type::kString) {
+      const absl::string_view text = absl::StripAsciiWhitespace(v.text);
+      if (text.empty()) return absl::OkStatus();  // a missing value: no id
+      token = XXH3_64bits(text.data(), text.size());
+    } else {
+      int64_t n = v.int_value;
+      if (v.type == ColumnSpec::Type::kFloat || bucketized) {
+        const double x =
+            v.type == ColumnSpec::Type::kFloat ? v.float_value : static_cast<double>(v.int_value);
+        if (absl::Status s = NumericId(x, &n); !s.ok()) return s;
+      }
+      unsigned char bytes[8];
+      Le64(static_cast<uint64_t>(n), bytes);
+      token = XXH3_64bits(bytes, sizeof(bytes));
+    }
+    Le64(token, &tokens[8 * i]);
+  }
+  const uint64_t h = XXH3_64bits_withSeed(tokens.data(), tokens.size(), seed_);
+  ids->push_back(spec_.vocab_size > 0 ? h % static_cast<uint64_t>(spec_.vocab_size) : h);
+  return absl::OkStatus();
 }
 
 void CategoricalEncoder::AddOne(absl::string_view value, std::vector<uint64_t>* ids) const {

@@ -1,6 +1,10 @@
 #include "worker/core/features.h"
 
+#include <xxhash.h>
+
 #include <cmath>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -124,6 +128,107 @@ TEST(InHoldoutTest, FractionOfRowsAndDeterminism) {
       EXPECT_TRUE(InHoldout(r, 0.3, 7));
     }
   }
+}
+
+TEST(CategoricalEncoderTest, BoundariesCountTheBoundariesAtOrBelowTheValue) {
+  CategoricalFeatureSpec f = Fixed("i1_bucket", 9, OutOfVocabulary::kError);
+  f.boundaries = {0, 1, 2, 4, 8, 16, 64, 256};
+  CategoricalEncoder e(f);
+  std::vector<uint64_t> ids;
+  // TF's Bucketized column: (-inf, 0) -> 0, [0, 1) -> 1, ..., [256, inf) -> 8.
+  for (double v : {-3.0, 0.0, 0.5, 1.0, 3.0, 4.0, 63.9, 64.0, 255.0, 256.0, 1e9}) {
+    ASSERT_TRUE(e.AddFloat(v, &ids).ok()) << v;
+  }
+  EXPECT_EQ(ids, (std::vector<uint64_t>{0, 1, 1, 2, 3, 4, 6, 7, 7, 8, 8}));
+  ids.clear();
+  ASSERT_TRUE(e.AddInt(-1, &ids).ok());
+  ASSERT_TRUE(e.AddInt(16, &ids).ok());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{0, 6})) << "an int is bucketized the same way";
+  absl::Status s = e.AddFloat(std::nan(""), &ids);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_EQ(s.message(), "feature 'i1_bucket': a value that is not a number");
+  EXPECT_EQ(ids.size(), 2u);
+}
+
+CategoricalFeatureSpec Cross(const char* name, std::vector<std::string> columns) {
+  CategoricalFeatureSpec f = Hashed(name);
+  f.column.clear();
+  f.cross = std::move(columns);
+  return f;
+}
+
+CategoricalEncoder::CrossValue Str(absl::string_view text) {
+  CategoricalEncoder::CrossValue v;
+  v.type = ColumnSpec::Type::kString;
+  v.text = text;
+  return v;
+}
+
+CategoricalEncoder::CrossValue Int(int64_t n) {
+  CategoricalEncoder::CrossValue v;
+  v.type = ColumnSpec::Type::kInt;
+  v.int_value = n;
+  return v;
+}
+
+uint64_t Token(int64_t n) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(static_cast<uint64_t>(n) >> (8 * i));
+  return XXH3_64bits(b, 8);
+}
+
+TEST(CategoricalEncoderTest, CrossIsTheDocumentedHashOfTheValuesTogether) {
+  CategoricalEncoder e(Cross("user_x_movie", {"userId", "movieId"}));
+  std::vector<uint64_t> ids;
+  ASSERT_TRUE(e.AddCross({Str(" ab "), Int(7)}, &ids).ok());
+  // features.h: XXH3_withSeed(le64(XXH3("ab")) || le64(XXH3(le64(7))), FeatureSeed(name)).
+  unsigned char bytes[16];
+  const uint64_t t[2] = {XXH3_64bits("ab", 2), Token(7)};
+  for (int k = 0; k < 2; ++k) {
+    for (int i = 0; i < 8; ++i) bytes[8 * k + i] = static_cast<unsigned char>(t[k] >> (8 * i));
+  }
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(ids[0], XXH3_64bits_withSeed(bytes, 16, FeatureSeed("user_x_movie")));
+  // Order, feature name and each value matter.
+  ASSERT_TRUE(e.AddCross({Str("ab"), Int(8)}, &ids).ok());
+  ASSERT_TRUE(e.AddCross({Str("ac"), Int(7)}, &ids).ok());
+  CategoricalEncoder other(Cross("other", {"userId", "movieId"}));
+  ASSERT_TRUE(other.AddCross({Str("ab"), Int(7)}, &ids).ok());
+  EXPECT_EQ(std::set<uint64_t>(ids.begin(), ids.end()).size(), 4u);
+  // A string empty after trimming is a missing value: no id.
+  ids.clear();
+  ASSERT_TRUE(e.AddCross({Str("  "), Int(7)}, &ids).ok());
+  EXPECT_TRUE(ids.empty());
+}
+
+TEST(CategoricalEncoderTest, CrossBucketizesNumbersAndTakesTheVocabulary) {
+  // C4 x bucket(I1), bucket(v) = floor(log2(1 + v)): boundaries 2^k - 1.
+  CategoricalFeatureSpec f = Cross("c4_x_i1", {"C4", "I1"});
+  f.boundaries = {1, 3, 7, 15};
+  CategoricalEncoder e(f);
+  std::vector<uint64_t> ids;
+  for (int64_t v : {3, 6, 7}) ASSERT_TRUE(e.AddCross({Str("a1"), Int(v)}, &ids).ok());
+  EXPECT_EQ(ids[0], ids[1]) << "3 and 6 share bucket 2";
+  EXPECT_NE(ids[1], ids[2]) << "7 is in bucket 3";
+
+  CategoricalFeatureSpec fixed = Cross("small", {"a", "b"});
+  fixed.hashed = false;
+  fixed.vocab_size = 10;
+  CategoricalEncoder small(fixed);
+  CategoricalEncoder hashed(Cross("small", {"a", "b"}));
+  ids.clear();
+  ASSERT_TRUE(small.AddCross({Int(1), Int(2)}, &ids).ok());
+  ASSERT_TRUE(hashed.AddCross({Int(1), Int(2)}, &ids).ok());
+  EXPECT_LT(ids[0], 10u);
+  EXPECT_EQ(ids[0], ids[1] % 10);
+
+  // An unbucketized float must be a whole number.
+  CategoricalEncoder::CrossValue half;
+  half.type = ColumnSpec::Type::kFloat;
+  half.float_value = 1.5;
+  absl::Status s = hashed.AddCross({Int(1), half}, &ids);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_EQ(ids.size(), 2u);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
 #include "common/model_variables.h"
+#include "worker/core/model_interactions.h"
 
 namespace pscluster {
 
@@ -64,10 +65,28 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const JobSpec& spec) {
   model->input_size_ = m.dense_inputs;
   int64_t column = m.dense_inputs;
   for (const CategoricalFeatureSpec& f : m.categorical) {
-    model->features_.push_back({f.embedding_dim, f.combiner == Combiner::kMean, column});
+    const bool wide = std::count(m.wide_categorical.begin(), m.wide_categorical.end(), f.name) > 0;
+    if (wide && f.embedding_dim != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.wide.categorical: feature '", f.name, "' needs embedding_dim 1"));
+    }
+    model->features_.push_back(
+        {f.embedding_dim, f.combiner == Combiner::kMean, wide ? -1 : column, wide});
+    if (wide) continue;
+    if (m.fm) {
+      if (!model->fm_columns_.empty() && f.embedding_dim != model->fm_dim_) {
+        return absl::InvalidArgumentError("model.fm needs one embedding_dim for its features");
+      }
+      model->fm_columns_.push_back(column);
+      model->fm_dim_ = f.embedding_dim;
+    }
     column += f.embedding_dim;
   }
   model->input_width_ = column;
+  if (m.fm && model->fm_columns_.size() < 2) {
+    return absl::InvalidArgumentError("model.fm needs at least 2 categorical features");
+  }
+  model->has_heads_ = m.fm || m.wide_dense || !m.wide_categorical.empty();
 
   // Variables are found by name: ModelVariables puts the embedding tables
   // first.
@@ -76,7 +95,39 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const JobSpec& spec) {
     index[model->variables_[i].name()] = static_cast<int>(i);
   }
   int64_t width = model->input_width_;
-  int dense_index = 0, conv_index = 0, norm_index = 0;
+  if (!m.bottom.empty()) {
+    // DLRM: the bottom ops read the dense inputs, then the dot interaction.
+    model->dlrm_ = true;
+    width = model->input_size_;
+    for (size_t i = 0; i < m.bottom.size(); ++i) {
+      const LayerSpec& layer = m.bottom[i];
+      Op op;
+      op.in = width;
+      op.out = layer.units;
+      op.has_act = layer.activation != Activation::kNone;
+      op.act = ToFn(layer.activation);
+      op.l2 = layer.has_l2 ? layer.l2 : m.l2;
+      op.kernel = index.at(absl::StrCat("bottom_", i, "/kernel"));
+      op.bias = index.at(absl::StrCat("bottom_", i, "/bias"));
+      width = op.out;
+      model->ops_.push_back(op);
+    }
+    for (const Feature& f : model->features_) {
+      if (f.dim != width) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.bottom ends in ", width, " units: every embedding_dim must be that"));
+      }
+      model->dot_columns_.push_back(f.column);
+    }
+    Op dot;
+    dot.kind = LayerSpec::Kind::kDotInteraction;
+    dot.in = width;
+    const int64_t vectors = static_cast<int64_t>(model->features_.size()) + 1;
+    dot.out = width + vectors * (vectors - 1) / 2;
+    width = dot.out;
+    model->ops_.push_back(dot);
+  }
+  int dense_index = 0, conv_index = 0, norm_index = 0, cross_index = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerSpec& layer = m.layers[i];
     Op op;
@@ -90,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const JobSpec& spec) {
                           layer.kind == LayerSpec::Kind::kMaxPool ||
                           layer.kind == LayerSpec::Kind::kAvgPool;
     if (image_op || layer.kind == LayerSpec::Kind::kFlatten ||
-        layer.kind == LayerSpec::Kind::kBatchNorm) {
+        layer.kind == LayerSpec::Kind::kBatchNorm || layer.kind == LayerSpec::Kind::kCross) {
       // Shapes from ParseJobSpec; they must chain with the ops before.
       if (layer.input.size() != width || (image_op && !layer.input.image)) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -148,6 +199,23 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const JobSpec& spec) {
         op.moving_var = index.at(prefix + "/moving_variance");
         break;
       }
+      case LayerSpec::Kind::kDotInteraction:
+        return absl::InvalidArgumentError(
+            absl::StrCat("model.layers[", i, "]: the dot interaction is not a layer"));
+      case LayerSpec::Kind::kCross: {
+        if (width != model->input_width_ || layer.input.image || model->dlrm_) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "model.layers[", i, "]: cross needs an input as wide as the model's input (",
+              model->input_width_, "), not ", width));
+        }
+        const std::string prefix = absl::StrCat("cross_", cross_index++);
+        op.rank = layer.rank;
+        op.kernel = index.at(prefix + (op.rank > 0 ? "/kernel_u" : "/kernel"));
+        if (op.rank > 0) op.kernel_v = index.at(prefix + "/kernel_v");
+        op.bias = index.at(prefix + "/bias");
+        model->has_cross_ = true;
+        break;
+      }
       case LayerSpec::Kind::kFlatten:
         break;
     }
@@ -155,6 +223,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const JobSpec& spec) {
     model->ops_.push_back(op);
   }
   model->outputs_ = width;
+  if (m.wide_dense) model->wide_dense_kernel_ = index.at("wide/dense_kernel");
+  if (model->has_heads_ && width != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.fm and model.wide need a last layer of 1 unit, not ", width));
+  }
   if (model->sigmoid_ && width != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("sigmoid_cross_entropy needs a last layer of 1 unit, not ", width));
@@ -178,6 +251,7 @@ const float* Model::Forward(Backend* backend, const std::vector<Tensor>& params,
     }
     for (size_t f = 0; f < features_.size(); ++f) {
       const Feature& feat = features_[f];
+      if (feat.wide) continue;  // added to the logit (Heads)
       const FeatureRows& fr = batch.features[f];
       const float* table = rows[f].data();
       for (int64_t e = 0; e < n; ++e) {
@@ -196,6 +270,8 @@ const float* Model::Forward(Backend* backend, const std::vector<Tensor>& params,
     }
     input = in.data();
   }
+  const float* x0 = input;  // the cross layers' x0, the embeddings' rows
+  if (dlrm_) input = batch.x.data();  // the bottom MLP's input
   const size_t num_ops = ops_.size();
   for (auto* v : {&scratch->activations, &scratch->pre, &scratch->cols, &scratch->mask,
                   &scratch->xhat, &scratch->stats}) {
@@ -266,6 +342,21 @@ const float* Model::Forward(Backend* backend, const std::vector<Tensor>& params,
       case LayerSpec::Kind::kFlatten:
         std::memcpy(out.data(), input, sizeof(float) * n * op.out);
         break;
+      case LayerSpec::Kind::kDotInteraction:
+        DotInteractionForward(n, op.in, input, input_width_, dot_columns_, x0, out.data());
+        break;
+      case LayerSpec::Kind::kCross:
+        scratch->pre[i].resize(n * op.out);
+        if (op.rank > 0) {
+          scratch->cols[i].resize(n * op.rank);
+          LowRankCrossForward(backend, n, op.out, op.rank, x0, input, params[op.kernel].data(),
+                              params[op.kernel_v].data(), params[op.bias].data(),
+                              scratch->cols[i].data(), scratch->pre[i].data(), out.data());
+          break;
+        }
+        CrossForward(backend, n, op.out, x0, input, params[op.kernel].data(),
+                     params[op.bias].data(), scratch->pre[i].data(), out.data());
+        break;
     }
     if (op.has_act && op.kind != LayerSpec::Kind::kActivation) {
       if (op.act == ActivationFn::kRelu) {
@@ -279,7 +370,10 @@ const float* Model::Forward(Backend* backend, const std::vector<Tensor>& params,
     }
     input = out.data();
   }
-  return input;
+  if (!has_heads_) return input;
+  scratch->logits.assign(input, input + n);
+  Heads(params, batch, rows, x0, scratch->logits.data());
+  return scratch->logits.data();
 }
 
 void Model::Loss(Backend* backend, const float* logits, const ModelBatch& batch,
@@ -307,15 +401,18 @@ void Model::Loss(Backend* backend, const float* logits, const ModelBatch& batch,
 double Model::L2Penalty(const std::vector<Tensor>& params, std::vector<Tensor>* grads) const {
   double penalty = 0;
   for (const Op& op : ops_) {
-    if (op.kernel < 0 || op.l2 == 0) continue;
-    const Tensor& w = params[op.kernel];
-    const float* v = w.data();
-    double sum = 0;
-    for (int64_t j = 0; j < w.num_elements(); ++j) sum += static_cast<double>(v[j]) * v[j];
-    penalty += 0.5 * op.l2 * sum;
-    if (grads != nullptr) {
-      float* g = (*grads)[op.kernel].data();
-      for (int64_t j = 0; j < w.num_elements(); ++j) g[j] += op.l2 * v[j];
+    if (op.l2 == 0) continue;
+    for (int kernel : {op.kernel, op.kernel_v}) {  // a low-rank cross has two
+      if (kernel < 0) continue;
+      const Tensor& w = params[kernel];
+      const float* v = w.data();
+      double sum = 0;
+      for (int64_t j = 0; j < w.num_elements(); ++j) sum += static_cast<double>(v[j]) * v[j];
+      penalty += 0.5 * op.l2 * sum;
+      if (grads != nullptr) {
+        float* g = (*grads)[kernel].data();
+        for (int64_t j = 0; j < w.num_elements(); ++j) g[j] += op.l2 * v[j];
+      }
     }
   }
   return penalty;
@@ -328,18 +425,34 @@ void Model::TrainStep(Backend* backend, const std::vector<Tensor>& params,
   const int64_t n = batch.size;
   grads->resize(params.size());
   for (const Op& op : ops_) {
-    for (int p : {op.kernel, op.bias, op.gamma, op.beta, op.moving_mean, op.moving_var}) {
+    for (int p : {op.kernel, op.kernel_v, op.bias, op.gamma, op.beta, op.moving_mean,
+                  op.moving_var}) {
       if (p >= 0 && (*grads)[p].shape() != params[p].shape()) (*grads)[p] = Tensor(params[p].shape());
     }
+  }
+  if (wide_dense_kernel_ >= 0 && (*grads)[wide_dense_kernel_].shape() !=
+                                     params[wide_dense_kernel_].shape()) {
+    (*grads)[wide_dense_kernel_] = Tensor(params[wide_dense_kernel_].shape());
   }
   const float* logits = Forward(backend, params, batch, rows, /*training=*/true, scratch);
   scratch->logits_grad.resize(n * outputs_);
   Loss(backend, logits, batch, scratch->logits_grad.data(), result);
+  // The heads read d(loss)/d(logits) after the ops' pass, which may scale
+  // it in place.
+  if (has_heads_) scratch->head_grad = scratch->logits_grad;
 
   // Walk back through the ops; `dy` is the gradient w.r.t. op i's output,
   // and after op i, w.r.t. its input. Ops that make a new gradient write it
   // to the buffer `dy` is not in.
   const bool need_input_grad = !features_.empty();
+  const float* x0 = need_input_grad ? scratch->input.data() : batch.x.data();
+  // Cross layers add their x0 gradients here; it joins the input's gradient
+  // at the end.
+  float* dx0 = nullptr;
+  if ((has_cross_ || !fm_columns_.empty() || dlrm_) && need_input_grad) {
+    scratch->grad_x0.assign(n * input_width_, 0.0f);
+    dx0 = scratch->grad_x0.data();
+  }
   std::vector<float>* dy = &scratch->logits_grad;
   auto next = [&]() {
     std::vector<float>* d = dy == &scratch->grad_a ? &scratch->grad_b : &scratch->grad_a;
@@ -348,8 +461,9 @@ void Model::TrainStep(Backend* backend, const std::vector<Tensor>& params,
   for (int i = static_cast<int>(ops_.size()) - 1; i >= 0; --i) {
     const Op& op = ops_[i];
     const float* input = i > 0 ? scratch->activations[i - 1].data()
-                               : (need_input_grad ? scratch->input.data() : batch.x.data());
-    const bool input_grad = i > 0 || need_input_grad;
+                               : (need_input_grad && !dlrm_ ? scratch->input.data()
+                                                            : batch.x.data());
+    const bool input_grad = i > 0 || (need_input_grad && !dlrm_);
     const float* out = scratch->activations[i].data();
     if (op.has_act) {
       const float* x = op.kind == LayerSpec::Kind::kActivation ? input : scratch->pre[i].data();
@@ -418,6 +532,32 @@ void Model::TrainStep(Backend* backend, const std::vector<Tensor>& params,
         dy = dx;
         break;
       }
+      case LayerSpec::Kind::kDotInteraction:
+        dx->resize(n * op.in);
+        DotInteractionBackward(n, op.in, input, input_width_, dot_columns_, x0, dy->data(),
+                               dx->data(), dx0);
+        dy = dx;
+        break;
+      case LayerSpec::Kind::kCross:
+        scratch->grad_u.resize(n * op.out);
+        if (input_grad) dx->resize(n * op.in);
+        if (op.rank > 0) {
+          scratch->grad_t.resize(n * op.rank);
+          LowRankCrossBackward(backend, n, op.out, op.rank, x0, input, params[op.kernel].data(),
+                               params[op.kernel_v].data(), scratch->cols[i].data(),
+                               scratch->pre[i].data(), dy->data(), scratch->grad_u.data(),
+                               scratch->grad_t.data(), (*grads)[op.kernel].data(),
+                               (*grads)[op.kernel_v].data(), (*grads)[op.bias].data(),
+                               input_grad ? dx->data() : nullptr, dx0);
+          if (input_grad) dy = dx;
+          break;
+        }
+        CrossBackward(backend, n, op.out, x0, input, params[op.kernel].data(),
+                      scratch->pre[i].data(), dy->data(), scratch->grad_u.data(),
+                      (*grads)[op.kernel].data(), (*grads)[op.bias].data(),
+                      input_grad ? dx->data() : nullptr, dx0);
+        if (input_grad) dy = dx;
+        break;
       case LayerSpec::Kind::kActivation:
       case LayerSpec::Kind::kFlatten:
         break;  // dy already is the input's gradient (same layout)
@@ -425,24 +565,43 @@ void Model::TrainStep(Backend* backend, const std::vector<Tensor>& params,
   }
   const double penalty = L2Penalty(params, grads);
   result->loss_sum += penalty * static_cast<double>(n);
-  if (!need_input_grad) return;
+  if (!need_input_grad) {
+    if (has_heads_) HeadsGrad(batch, x0, scratch->head_grad.data(), grads, dx0, row_grads);
+    return;
+  }
 
   // dy is now d(loss)/d(input) [n, input_width]: scatter each feature's
   // columns into its unique rows, summing over every use of a row.
   row_grads->resize(features_.size());
   for (size_t f = 0; f < features_.size(); ++f) {
-    const Feature& feat = features_[f];
-    const FeatureRows& fr = batch.features[f];
     Tensor& g = (*row_grads)[f];
     if (g.shape() != rows[f].shape()) {
       g = Tensor(rows[f].shape());
     } else {
       std::fill(g.values().begin(), g.values().end(), 0.0f);
     }
+  }
+  if (has_heads_) HeadsGrad(batch, x0, scratch->head_grad.data(), grads, dx0, row_grads);
+  // d(loss)/d(model input): with DLRM, only what the dot interaction sent
+  // (op 0 reads the dense inputs alone).
+  const float* d_input = dx0;
+  if (!dlrm_) {
+    if (dx0 != nullptr) {
+      // The model input fed op 0 (dy), every cross layer's x0 and the fm term.
+      float* d = dy->data();
+      for (int64_t j = 0; j < n * input_width_; ++j) d[j] += dx0[j];
+    }
+    d_input = dy->data();
+  }
+  for (size_t f = 0; f < features_.size(); ++f) {
+    const Feature& feat = features_[f];
+    if (feat.wide) continue;  // HeadsGrad
+    const FeatureRows& fr = batch.features[f];
+    Tensor& g = (*row_grads)[f];
     for (int64_t e = 0; e < n; ++e) {
       const int64_t begin = fr.offsets[e], end = fr.offsets[e + 1];
       if (begin == end) continue;
-      const float* d_in = dy->data() + e * input_width_ + feat.column;
+      const float* d_in = d_input + e * input_width_ + feat.column;
       const float scale = feat.mean ? 1.0f / static_cast<float>(end - begin) : 1.0f;
       for (int64_t k = begin; k < end; ++k) {
         float* out = g.data() + fr.index[k] * feat.dim;

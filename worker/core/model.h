@@ -5,8 +5,20 @@
 // categorical feature, in spec order], or, with model.inputs.image, the dense
 // x as NHWC images. The layers (common/job_spec.h LayerSpec) are dense and
 // conv2d (im2col + GEMM, with a fused activation), max/avg pooling, flatten,
-// bare activations (relu, tanh, sigmoid, gelu), dropout (training only) and
-// batch norm. The loss is softmax cross-entropy (multi-class), sigmoid
+// bare activations (relu, tanh, sigmoid, gelu), dropout (training only),
+// batch norm, and DCN-v2 cross layers (model_interactions.h: x0 * (x W + b)
+// + x, x0 being the first layer's input; their gradient reaches x0 and so
+// the embeddings).
+//
+// Heads (ModelSpec::fm, wide_*) add scalars to the last layer's single
+// output before the loss: DeepFM's factorization machine term over the
+// deep features' embeddings, and the wide part's 1-dim embeddings (the
+// features of model.wide.categorical, which are not in the first layer's
+// input) and linear term over the dense inputs.
+//
+// DLRM (ModelSpec::bottom): the bottom ops read the dense inputs x alone;
+// the dot interaction (model_interactions.h) joins their output and the
+// embeddings; the ops of model.layers read its output. The loss is softmax cross-entropy (multi-class), sigmoid
 // cross-entropy (binary, one output unit), or mse / huber against the
 // one-hot label; model.l2 adds l2 / 2 * sum(w^2) of the kernels to it.
 //
@@ -82,7 +94,7 @@ struct StepResult {
 struct ModelScratch {
   std::vector<float> input;  // [batch, input_width] when embeddings exist
   std::vector<std::vector<float>> activations;  // output of each op
-  std::vector<std::vector<float>> pre;          // fused gelu: its input
+  std::vector<std::vector<float>> pre;          // fused gelu: its input; cross: x W + b
   std::vector<std::vector<float>> cols;         // conv2d: im2col patches
   std::vector<std::vector<int32_t>> argmax;     // max_pool
   std::vector<std::vector<float>> mask;         // dropout
@@ -92,6 +104,11 @@ struct ModelScratch {
   std::vector<float> grad_a;
   std::vector<float> grad_b;
   std::vector<float> grad_cols;
+  std::vector<float> grad_x0;  // cross: d(loss)/d(model input) through x0
+  std::vector<float> grad_u;   // cross: d(loss)/d(x W + b)
+  std::vector<float> grad_t;   // low-rank cross: d(loss)/d(x U)
+  std::vector<float> logits;   // with heads: the last layer's output plus theirs
+  std::vector<float> head_grad;  // with heads: d(loss)/d(logits)
 };
 
 class Model {
@@ -155,6 +172,8 @@ class Model {
     int beta = -1;
     int moving_mean = -1;
     int moving_var = -1;
+    int kernel_v = -1;  // low-rank cross: V (kernel is U)
+    int64_t rank = 0;   // low-rank cross: r
     int64_t in = 0;   // input elements per example
     int64_t out = 0;  // output elements per example
     Window2d window;  // conv2d and pooling; batch set per step
@@ -166,7 +185,8 @@ class Model {
   struct Feature {
     int64_t dim = 0;
     bool mean = false;
-    int64_t column = 0;  // first column of its embedding in the input
+    int64_t column = 0;  // first column of its embedding in the input; -1: wide
+    bool wide = false;   // model.wide.categorical: a 1-dim weight added to the logit
   };
   enum class LossKind { kSoftmax, kSigmoid, kMse, kHuber };
 
@@ -180,6 +200,16 @@ class Model {
   // The loss on `logits`; `logits_grad` may be null.
   void Loss(Backend* backend, const float* logits, const ModelBatch& batch, float* logits_grad,
             StepResult* result) const;
+  // Adds the heads (fm, wide) to `logits` [batch.size]; x0 is the first
+  // layer's input.
+  void Heads(const std::vector<Tensor>& params, const ModelBatch& batch,
+             const std::vector<Tensor>& rows, const float* x0, float* logits) const;
+  // Their backward pass given g = d(loss)/d(logits): the wide dense
+  // kernel's gradient (overwritten), the fm term's into dx0 and the wide
+  // features' rows into row_grads (both accumulated).
+  void HeadsGrad(const ModelBatch& batch, const float* x0,
+                 const float* g, std::vector<Tensor>* grads, float* dx0,
+                 std::vector<Tensor>* row_grads) const;
   // l2 / 2 * sum(w^2) over the regularized kernels; with `grads`, adds
   // l2 * w to each kernel's gradient.
   double L2Penalty(const std::vector<Tensor>& params, std::vector<Tensor>* grads) const;
@@ -188,12 +218,22 @@ class Model {
   std::vector<Op> ops_;
   std::vector<Feature> features_;
   int64_t input_size_ = 0;
-  int64_t input_width_ = 0;  // dense inputs + every embedding_dim
+  int64_t input_width_ = 0;  // dense inputs + every embedding_dim but the wide ones
   int64_t outputs_ = 0;      // width of the last layer
   int64_t num_classes_ = 0;
   LossKind loss_ = LossKind::kSoftmax;
   float huber_delta_ = 1.0f;
   bool sigmoid_ = false;
+  bool has_cross_ = false;
+  // Heads added to the logit.
+  bool has_heads_ = false;
+  std::vector<int64_t> fm_columns_;  // model.fm: the deep features' columns
+  int64_t fm_dim_ = 0;
+  int wide_dense_kernel_ = -1;  // index into params, or -1
+  // model.bottom: ops_ = bottom ops, the dot interaction, the top ops; the
+  // dot interaction reads the embeddings at dot_columns_ of the input.
+  bool dlrm_ = false;
+  std::vector<int64_t> dot_columns_;
 };
 
 }  // namespace pscluster
