@@ -3,6 +3,7 @@
 //   coordinator --ps=HOST:PORT,... --workers=HOST:PORT,...
 //       [--address=127.0.0.1:0] [--port_file=F] [--metrics_address=...]
 //   coordinator --cluster=cluster.yaml      (or TF_CONFIG with task type chief)
+//   coordinator ... --run_job=job.yaml      (runs one job, exits with its result)
 //
 // With a cluster (--cluster or TF_CONFIG) the PS and worker addresses come
 // from it, and the coordinator listens on the chief's entry unless --address
@@ -15,22 +16,27 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
-#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/cluster_config.h"
 #include "common/confined_path.h"
 #include "common/job_paths.h"
+#include "common/job_spec.h"
 #include "common/update_lease.h"
 #include "coordinator/core/job_auth.h"
 #include "coordinator/core/cluster_probe.h"
@@ -67,17 +73,74 @@ ABSL_FLAG(std::string, checkpoint_root, "",
           "under their own --checkpoint_root (the same storage). With --state_dir, a job "
           "without checkpoint.dir checkpoints into <checkpoint_root>/<job id>. Empty (default): "
           "jobs that set checkpoint.dir are refused, and jobs have no checkpoints");
+ABSL_FLAG(std::string, run_job, "",
+          "a job spec (YAML) to submit at start; the coordinator then serves until that job "
+          "ends and exits 0 if it SUCCEEDED, 1 if it failed or was cancelled (a Kubeflow "
+          "TFJob's Chief: the TFJob succeeds when its chief exits 0). With --state_dir, a "
+          "restarted coordinator that resumes an unfinished job of the same name follows that "
+          "job instead of submitting another. SIGTERM/SIGINT: exit 128+signal, job not ended");
 ABSL_FLAG(std::vector<std::string>, data_root, {pscluster::kDefaultDataRoot},
           "comma-separated directories a job's data files must lie under (symlinks resolved); "
           "a job naming another file is refused. Default: /usr/share/datasets, where Debian's "
           "dataset packages install (dataset-fashion-mnist)");
+
+namespace {
+
+// --run_job: the id of the job to follow. A job of the same name that this
+// coordinator resumed (Recover: it had not ended when a previous process
+// stopped) is followed rather than submitted twice; otherwise the spec is
+// submitted as the coordinator's own (owner "chief").
+absl::StatusOr<std::string> StartRunJob(pscluster::JobManager& jobs, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--run_job: cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<pscluster::JobSpec> spec = pscluster::ParseJobSpec(text.str(), path);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--run_job ", path, ": ", spec.status().message()));
+  }
+  for (const pscluster::JobStatusProto& job : jobs.List()) {
+    if (job.name() == spec->name &&
+        (job.state() == pscluster::QUEUED || job.state() == pscluster::RUNNING)) {
+      spdlog::info("--run_job: following resumed job {} ({})", job.job_id(), job.name());
+      return job.job_id();
+    }
+  }
+  absl::StatusOr<pscluster::SubmitJobResponse> submitted = jobs.Submit(text.str(), path, "chief");
+  if (!submitted.ok()) {
+    return absl::Status(submitted.status().code(),
+                        absl::StrCat("--run_job ", path, ": ", submitted.status().message()));
+  }
+  spdlog::info("--run_job: submitted {} as job {}", path, submitted->job_id());
+  return submitted->job_id();
+}
+
+// Waits until job `id` ends (returns its final status) or a SIGINT/SIGTERM
+// arrives (returns the signal in `signal`). Polls: the job's status is a
+// cheap read, and a signal must not wait for the job's next change.
+absl::StatusOr<pscluster::JobStatusProto> FollowRunJob(pscluster::JobManager& jobs,
+                                                        const std::string& id, int* signal) {
+  while (true) {
+    absl::StatusOr<pscluster::JobStatusProto> status = jobs.Get(id);
+    if (!status.ok()) return status.status();
+    if (status->state() == pscluster::SUCCEEDED || status->state() == pscluster::FAILED ||
+        status->state() == pscluster::CANCELLED) {
+      return status;
+    }
+    if ((*signal = pscluster::TakePendingTerminationSignal()) != 0) return status;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves the pscluster coordinator.\n"
       "  coordinator --ps=HOST:PORT,... --workers=HOST:PORT,... [--address=HOST:PORT]\n"
       "  coordinator --cluster=cluster.yaml    (or TF_CONFIG, task type chief)\n"
-      "  [--checkpoint_root=DIR] [--data_root=DIR,...] [--state_dir=DIR]");
+      "  [--checkpoint_root=DIR] [--data_root=DIR,...] [--state_dir=DIR] [--run_job=JOB.yaml]");
   absl::StatusOr<pscluster::ServerOptions> options = pscluster::ParseServerCommandLine(argc, argv);
   if (!options.ok()) {
     std::cerr << "coordinator: " << options.status().message() << "\n";
@@ -268,11 +331,34 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   spdlog::info("coordinator serving on port {} for {} PS and {} workers", (*server)->port(),
                ps.size(), workers.size());
-  pscluster::WaitForTerminationSignal();
+  int exit_code = 0;
+  if (const std::string run_job = absl::GetFlag(FLAGS_run_job); !run_job.empty()) {
+    absl::StatusOr<std::string> id = StartRunJob(*jobs, run_job);
+    int signal = 0;
+    absl::StatusOr<pscluster::JobStatusProto> final_status =
+        id.ok() ? FollowRunJob(*jobs, *id, &signal) : id.status();
+    if (!final_status.ok()) {
+      std::cerr << "coordinator: " << final_status.status().message() << "\n";
+      exit_code = 1;
+    } else if (signal != 0) {
+      spdlog::info("--run_job: signal {} before job {} ended", signal, *id);
+      exit_code = 128 + signal;
+    } else {
+      const pscluster::JobStatusProto& s = *final_status;
+      std::printf("job %s %s: %s after %lld steps, eval accuracy %.4f%s%s\n", s.job_id().c_str(),
+                  s.name().c_str(), pscluster::JobState_Name(s.state()).c_str(),
+                  static_cast<long long>(s.steps()), s.eval_accuracy(),
+                  s.error().empty() ? "" : ", error: ", s.error().c_str());
+      std::fflush(stdout);
+      exit_code = s.state() == pscluster::SUCCEEDED ? 0 : 1;
+    }
+  } else {
+    pscluster::WaitForTerminationSignal();
+  }
   spdlog::info("coordinator shutting down");
   probe.reset();
   (*server)->Shutdown();
   metrics->SetJobSource(nullptr);  // the metrics endpoint outlives the manager
   jobs.reset();  // cancels and joins running jobs
-  return 0;
+  return exit_code;
 }

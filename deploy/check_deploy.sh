@@ -21,7 +21,14 @@
 #               PS port open to every namespace, which check_k8s.py must
 #               reject.
 #
-# Usage: deploy/check_deploy.sh [prometheus|grafana|k8s|all]...   (default all)
+#   kubeflow    kubectl kustomize deploy/k8s/kubeflow; its ConfigMap and
+#               NetworkPolicy through kubernetes-validate --strict; the TFJob
+#               through deploy/k8s/kubeflow/check_tfjob.py (the TFJob CRD's
+#               schema, each replica's pod template as a PodTemplate, and
+#               pscluster's rules for it); typo'd and wrong copies of the
+#               TFJob, which it must reject.
+#
+# Usage: deploy/check_deploy.sh [prometheus|grafana|k8s|kubeflow|all]...   (default all)
 # Run from the source tree, or as //deploy:*_test under Bazel. A missing tool
 # (promtool, kubectl, kubernetes-validate; ./setup.sh installs them) fails
 # the check naming it. Exit 0 only if every check passed.
@@ -119,7 +126,7 @@ skip() {
     cat > "$XML_OUTPUT_FILE" <<XML
 <?xml version="1.0" encoding="UTF-8"?>
 <testsuites><testsuite name="deploy" tests="1" skipped="1">
-<testcase name="k8s_manifests" classname="deploy"><skipped message="$1"/></testcase>
+<testcase name="${area}_manifests" classname="deploy"><skipped message="$1"/></testcase>
 </testsuite></testsuites>
 XML
   fi
@@ -243,6 +250,67 @@ PY
     "$python" "$here/k8s/check_k8s.py" "$tmp/evaluator_with_cert.yaml"
 }
 
+check_kubeflow() {
+  echo "== kubeflow"
+  command -v kubectl >/dev/null 2>&1 ||
+    skip "kubectl (with kustomize) is not installed and no Debian 12 package or PyPI project provides it"
+  need kubernetes-validate "PyPI kubernetes-validate; ./setup.sh installs it" || return
+  cp -rL "$here/k8s" "$tmp/k8s"
+  local out="$tmp/kubeflow.yaml"
+  echo "+ kubectl kustomize deploy/k8s/kubeflow > kubeflow.yaml"
+  kubectl kustomize "$tmp/k8s/kubeflow" >"$out" || { fail "kubectl kustomize deploy/k8s/kubeflow"; return; }
+  # The core objects through kubernetes-validate; the TFJob (no CRD schema
+  # offline) through check_tfjob.py, which validates its pod templates.
+  "$python" - "$out" "$out.core" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+yaml.safe_dump_all([d for d in docs if d["kind"] != "TFJob"], open(sys.argv[2], "w"))
+PY
+  local v versions=()
+  for v in $K8S_VERSIONS; do
+    run kubernetes-validate --strict --quiet -k "$v" "$out.core" &&
+      echo "    the ConfigMap and NetworkPolicy valid against Kubernetes $v (--strict)"
+    versions+=(-k "$v")
+  done
+  run "$python" "$here/k8s/kubeflow/check_tfjob.py" "${versions[@]}" "$out"
+  # Negative cases: what the TFJob CRD's schema, the pod schema and
+  # check_tfjob.py must each reject.
+  "$python" - "$out" "$tmp" <<'PY'
+import sys, yaml
+def variant(name, change):
+    docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+    for d in docs:
+        if d["kind"] == "TFJob":
+            change(d)
+    yaml.safe_dump_all(docs, open(f"{sys.argv[2]}/tfjob_{name}.yaml", "w"))
+def typo_specs(d): d["spec"]["tfReplicaSpec"] = d["spec"].pop("tfReplicaSpecs")
+def typo_replica(d):
+    ps = d["spec"]["tfReplicaSpecs"]["PS"]; ps["replica"] = ps.pop("replicas")
+def bad_policy(d): d["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"
+def typo_prots(d):
+    c = d["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["containers"][0]
+    c["prots"] = c.pop("ports")
+def chief_on_failure(d): d["spec"]["tfReplicaSpecs"]["Chief"]["restartPolicy"] = "OnFailure"
+def cluster_flag(d):
+    d["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"].append(
+        "--cluster=/etc/pscluster/cluster.yaml")
+def renamed(d): d["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["containers"][0]["name"] = "ps"
+for name, change in [("typo_specs", typo_specs), ("typo_replica", typo_replica),
+                     ("bad_policy", bad_policy), ("typo_prots", typo_prots),
+                     ("chief_on_failure", chief_on_failure), ("cluster_flag", cluster_flag),
+                     ("renamed", renamed)]:
+    variant(name, change)
+PY
+  local check=("$python" "$here/k8s/kubeflow/check_tfjob.py")
+  run_must_fail "'tfReplicaSpec' was unexpected" "${check[@]}" "$tmp/tfjob_typo_specs.yaml"
+  run_must_fail "'replica' was unexpected" "${check[@]}" "$tmp/tfjob_typo_replica.yaml"
+  run_must_fail "'Sometimes' is not one of" "${check[@]}" "$tmp/tfjob_bad_policy.yaml"
+  run_must_fail "'prots' was unexpected" "${check[@]}" "$tmp/tfjob_typo_prots.yaml"
+  run_must_fail "restartPolicy OnFailure would run the job again" "${check[@]}" "$tmp/tfjob_chief_on_failure.yaml"
+  run_must_fail "--cluster overrides the operator's TF_CONFIG" "${check[@]}" "$tmp/tfjob_cluster_flag.yaml"
+  run_must_fail "no container named .tensorflow." "${check[@]}" "$tmp/tfjob_renamed.yaml"
+}
+
 areas=("$@")
 ((${#areas[@]} > 0)) || areas=(all)
 for area in "${areas[@]}"; do
@@ -250,8 +318,9 @@ for area in "${areas[@]}"; do
     prometheus) check_prometheus ;;
     grafana) check_grafana ;;
     k8s) check_k8s ;;
-    all) check_prometheus; check_grafana; check_k8s ;;
-    *) echo "usage: $0 [prometheus|grafana|k8s|all]..." >&2; exit 2 ;;
+    kubeflow) check_kubeflow ;;
+    all) check_prometheus; check_grafana; check_k8s; check_kubeflow ;;
+    *) echo "usage: $0 [prometheus|grafana|k8s|kubeflow|all]..." >&2; exit 2 ;;
   esac
 done
 

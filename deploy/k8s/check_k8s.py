@@ -61,12 +61,14 @@ BINARY_FLAGS = {
     "worker_server": {"ps_timeout_ms", "compute_threads", "data_root", "checkpoint_root",
                       "collective_timeout_s"},
     "coordinator": {"ps", "workers", "max_attempts", "cluster_wait_s", "ps_memory_limit_bytes",
-                    "state_dir", "checkpoint_root", "data_root", "auth_tokens_file"},
+                    "state_dir", "checkpoint_root", "data_root", "auth_tokens_file", "run_job"},
     "evaluator": {"checkpoint_root", "checkpoint_dir", "job", "data_root", "poll_interval_s",
                   "summary_dir", "until_job_ends", "eval_closure_examples", "compute_threads"},
 }
-BINARY_SOURCES = {"ps_server": "ps/main.cc", "worker_server": "worker/main.cc",
-                  "coordinator": "coordinator/main.cc", "evaluator": "evaluator/main.cc"}
+# The files that define each binary's own flags (those present are read).
+BINARY_SOURCES = {"ps_server": ["ps/main.cc"],
+                  "worker_server": ["worker/main.cc", "worker/worker_server_main.cc"],
+                  "coordinator": ["coordinator/main.cc"], "evaluator": ["evaluator/main.cc"]}
 TASK_TYPES = {"ps_server": "ps", "worker_server": "worker", "coordinator": "chief",
               "evaluator": "evaluator"}
 RUN_AS_USER = 10001
@@ -102,9 +104,14 @@ def flags_from_sources():
         with open(os.path.join(root, "rpc/server_flags.cc")) as f:
             common = set(flag_re.findall(f.read()))
         result = {}
-        for binary, path in BINARY_SOURCES.items():
-            with open(os.path.join(root, path)) as f:
-                result[binary] = common | set(flag_re.findall(f.read()))
+        for binary, paths in BINARY_SOURCES.items():
+            found = [p for p in paths if os.path.exists(os.path.join(root, p))]
+            if not found:
+                return None
+            result[binary] = set(common)
+            for path in found:
+                with open(os.path.join(root, path)) as f:
+                    result[binary] |= set(flag_re.findall(f.read()))
         return result
     except OSError:
         return None
