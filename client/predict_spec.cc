@@ -105,6 +105,15 @@ absl::StatusOr<JobSpec> PredictSpec(const PredictSource& source, const std::stri
       ParseJobSpec(out.c_str(), data_path.empty() ? "prediction spec"
                                                   : "prediction spec (--data " + data_path + ")");
   if (!spec.ok()) return spec.status();
+  if (spec->data.eval.stream.enabled) {
+    // Prediction answers row by row of a data set in memory (PREDICT
+    // closures name rows, not file ranges).
+    return absl::InvalidArgumentError(absl::StrCat(
+        data_path.empty() ? std::string("the job spec's data.eval") : "--data " + data_path,
+        " is a streaming source (", spec->data.eval.format,
+        " with stream), which psctl predict cannot read: give --data a csv source without "
+        "stream"));
+  }
   return spec;
 }
 

@@ -90,6 +90,15 @@ TEST(PredictSpecTest, BadDataFilesAreNamed) {
 
   const std::string garbage = Write("garbage.yaml", "{format: idx, images: [\n");
   EXPECT_EQ(PredictSpec(Source(), garbage).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Rows are predicted from memory: a streaming source is refused, named.
+  const std::string stream = Write(
+      "stream.yaml", "{format: tfrecord, path: x.tfrecord, columns: [{a: float}, {b: float}, "
+                     "{c: float}, {d: float}], dense_columns: [a, b, c, d]}\n");
+  absl::StatusOr<JobSpec> streamed = PredictSpec(Source(), stream);
+  EXPECT_EQ(streamed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(streamed.status().message().find("streaming source"), std::string::npos)
+      << streamed.status();
 }
 
 TEST(PredictSpecTest, LoadPredictSourceNamesWhatIsMissing) {

@@ -33,6 +33,7 @@ nlohmann::json JobStatusJson(const JobStatusProto& s) {
   j["total_steps"] = s.total_steps();
   j["examples"] = s.examples();
   j["examples_per_sec"] = s.examples_per_sec();
+  j["corrupt_records"] = s.corrupt_records();
   j["wall_seconds"] = s.wall_seconds();
   j["backend"] = s.backend();
   j["compute_seconds"] = s.compute_seconds();

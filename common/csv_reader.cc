@@ -28,7 +28,55 @@ const char* TypeName(ColumnSpec::Type t) {
   return "?";
 }
 
+// Types field `f` (its text set) as `type`: false if it does not parse.
+bool TypeField(ColumnSpec::Type type, bool quoted, CsvField* f) {
+  f->missing = !quoted && (f->text.empty() || f->text == "NA");
+  f->int_value = 0;
+  f->float_value = 0;
+  if (f->missing) return true;
+  switch (type) {
+    case ColumnSpec::Type::kInt:
+      return absl::SimpleAtoi(f->text, &f->int_value);
+    case ColumnSpec::Type::kFloat:
+      return absl::SimpleAtod(f->text, &f->float_value);
+    case ColumnSpec::Type::kString:
+      break;
+  }
+  return true;
+}
+
 }  // namespace
+
+absl::Status ParseCsvLine(absl::string_view line, const std::vector<ColumnSpec>& columns,
+                          char delimiter, std::vector<CsvField>* fields) {
+  fields->resize(columns.size());
+  size_t begin = 0;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const size_t end = i + 1 < columns.size() ? line.find(delimiter, begin) : line.size();
+    if (end == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expected ", columns.size(), " fields, found ", i + 1));
+    }
+    CsvField& f = (*fields)[i];
+    f.text = line.substr(begin, end - begin);
+    if (!f.text.empty() && f.text.front() == '"') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column '", columns[i].name, "' (field ", i + 1, "): a quoted field (streaming "
+          "input reads one line per record, without quotes)"));
+    }
+    if (i + 1 == columns.size() && f.text.find(delimiter) != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("expected ", columns.size(),
+                                                     " fields, found more"));
+    }
+    if (!TypeField(columns[i].type, /*quoted=*/false, &f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column '", columns[i].name, "' (field ", i + 1, "): expected ",
+          TypeName(columns[i].type), ", found ", f.text.size(), " bytes that are not"));
+    }
+    begin = end + 1;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path,
                                                            std::vector<ColumnSpec> columns,
@@ -207,22 +255,7 @@ absl::StatusOr<bool> CsvReader::Next() {
     CsvField& f = fields_[i];
     f.text = absl::string_view(record_).substr(begin, ends_[i] - begin);
     begin = ends_[i];
-    f.missing = !quoted_[i] && (f.text.empty() || f.text == "NA");
-    f.int_value = 0;
-    f.float_value = 0;
-    if (f.missing) continue;
-    bool ok = true;
-    switch (columns_[i].type) {
-      case ColumnSpec::Type::kInt:
-        ok = absl::SimpleAtoi(f.text, &f.int_value);
-        break;
-      case ColumnSpec::Type::kFloat:
-        ok = absl::SimpleAtod(f.text, &f.float_value);
-        break;
-      case ColumnSpec::Type::kString:
-        break;
-    }
-    if (!ok) {
+    if (!TypeField(columns_[i].type, quoted_[i], &f)) {
       // The value itself is not quoted (see Open).
       return absl::InvalidArgumentError(absl::StrCat(Where(), "column '", columns_[i].name,
                                                      "' (field ", i + 1, "): expected ",

@@ -51,6 +51,15 @@ struct CsvOptions {
   bool header = true;
 };
 
+// Splits one line (no line break; no quoted fields) at `delimiter` into
+// `fields`, typed as `columns` declare, the way CsvReader types a record
+// (an empty field or NA is missing). For streaming input, which reads a
+// text file one line per record (worker/core/stream_batches.h). The fields'
+// text points into `line`. INVALID_ARGUMENT "column 'C' (field N): ..." or
+// "expected N fields, found M", without a place (the caller names it).
+absl::Status ParseCsvLine(absl::string_view line, const std::vector<ColumnSpec>& columns,
+                          char delimiter, std::vector<CsvField>* fields);
+
 class CsvReader {
  public:
   // Opens `path` and, with options.header, checks its header against
@@ -79,6 +88,8 @@ class CsvReader {
   // REQUIRES: the last Next() returned true; 0 <= index < columns().size().
   // The text views stay valid until the next call to Next().
   const CsvField& field(int index) const { return fields_[index]; }
+  // Every field of the current record, by column.
+  const std::vector<CsvField>& fields() const { return fields_; }
 
   // The index of the column named `name`, or -1.
   int ColumnIndex(absl::string_view name) const;

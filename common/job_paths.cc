@@ -3,28 +3,43 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/confined_path.h"
+#include "common/record_index.h"
 #include "common/status_macros.h"
 
 namespace pscluster {
 
-absl::Status CheckDataFiles(const JobSpec& spec, const std::vector<std::string>& data_roots) {
+absl::Status CheckDataPath(const std::string& field, const std::string& path,
+                           const std::vector<std::string>& data_roots) {
   std::vector<std::string> real_roots;
   for (const std::string& root : data_roots) {
     absl::StatusOr<std::string> real = RealRoot(root, "--data_root");
     if (real.ok()) real_roots.push_back(*std::move(real));
   }
+  absl::StatusOr<std::string> real = RealPathOfExistingPrefix(path);
+  bool inside = false;
+  for (const std::string& root : real_roots) {
+    inside = inside || (real.ok() && IsUnderRoot(*real, root) && *real != root);
+  }
+  if (!inside) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", path, "' is not under a data root of this server (--data_root=",
+        absl::StrJoin(data_roots, ","), "); put the data there or start the coordinator and ",
+        "workers with a --data_root that holds it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandDataFiles(const std::string& field,
+                                                         const std::vector<std::string>& patterns,
+                                                         const std::vector<std::string>& data_roots) {
+  ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandDataGlobs(patterns));
+  for (const std::string& file : files) RETURN_IF_ERROR(CheckDataPath(field, file, data_roots));
+  return files;
+}
+
+absl::Status CheckDataFiles(const JobSpec& spec, const std::vector<std::string>& data_roots) {
   for (const NamedDataFile& file : NamedDataFiles(spec)) {
-    absl::StatusOr<std::string> real = RealPathOfExistingPrefix(file.path);
-    bool inside = false;
-    for (const std::string& root : real_roots) {
-      inside = inside || (real.ok() && IsUnderRoot(*real, root) && *real != root);
-    }
-    if (!inside) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          file.field, ": '", file.path, "' is not under a data root of this server (--data_root=",
-          absl::StrJoin(data_roots, ","), "); put the data there or start the coordinator and ",
-          "workers with a --data_root that holds it"));
-    }
+    RETURN_IF_ERROR(CheckDataPath(file.field, file.path, data_roots));
   }
   return absl::OkStatus();
 }

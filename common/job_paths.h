@@ -29,6 +29,19 @@ inline constexpr char kDefaultDataRoot[] = "/usr/share/datasets";
 // INVALID_ARGUMENT naming the field, the path, the roots and --data_root.
 // The files are never opened here.
 absl::Status CheckDataFiles(const JobSpec& spec, const std::vector<std::string>& data_roots);
+// The same check for one file `path`, named `field` in the error: a
+// streaming closure's file (DataSplit.path), expanded by the coordinator
+// from the spec's patterns.
+absl::Status CheckDataPath(const std::string& field, const std::string& path,
+                           const std::vector<std::string>& data_roots);
+// The files a streaming source's path patterns match (ExpandDataGlobs,
+// common/record_index.h), each checked with CheckDataPath: a pattern that
+// passed CheckDataFiles can still match files outside every root (`..`
+// after a wildcard, a symlink), and the coordinator opens each to index it.
+// ExpandDataGlobs' errors, or CheckDataPath's for the first file outside.
+absl::StatusOr<std::vector<std::string>> ExpandDataFiles(const std::string& field,
+                                                         const std::vector<std::string>& patterns,
+                                                         const std::vector<std::string>& data_roots);
 
 // A job's checkpoint directory confined to the checkpoint root.
 struct CheckpointLocation {

@@ -74,6 +74,33 @@ TEST_F(JobPathsTest, DataFilesMustLieUnderADataRoot) {
   }
 }
 
+// A streaming source's pattern lies under the root, but what it matches
+// need not: `..` after a wildcard, or a symlink out of the root. The files
+// are checked one by one before the coordinator opens any.
+TEST_F(JobPathsTest, ExpandedPatternsAreCheckedFileByFile) {
+  std::ofstream(data_ + "/mnist/a.tfrecord") << "x";
+  std::ofstream(data_ + "/mnist/b.tfrecord") << "x";
+  absl::StatusOr<std::vector<std::string>> files =
+      ExpandDataFiles("data.train", {data_ + "/mnist/*.tfrecord"}, {data_});
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->size(), 2u);
+
+  const std::string dotdot = data_ + "/*/../../private/shadow";
+  absl::StatusOr<std::vector<std::string>> escaped =
+      ExpandDataFiles("data.train", {dotdot}, {data_});
+  ASSERT_EQ(escaped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(escaped.status().message(), HasSubstr("not under a data root"));
+  EXPECT_THAT(escaped.status().message(), HasSubstr("data.train"));
+
+  absl::StatusOr<std::vector<std::string>> linked =
+      ExpandDataFiles("data.eval", {data_ + "/mnist/l*"}, {data_});
+  ASSERT_EQ(linked.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(linked.status().message(), HasSubstr("/mnist/link"));
+
+  EXPECT_EQ(ExpandDataFiles("data.train", {data_ + "/none-*.tfrecord"}, {data_}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(JobPathsTest, CsvPathsAreCheckedToo) {
   JobSpec spec = Idx(data_ + "/mnist/train-images");
   spec.data.eval.format = "csv";

@@ -19,12 +19,14 @@ namespace {
 
 using job_spec_internal::Bool;
 using job_spec_internal::CheckKeys;
+using job_spec_internal::CheckStreaming;
 using job_spec_internal::Describe;
 using job_spec_internal::ExpectMap;
 using job_spec_internal::Fail;
 using job_spec_internal::Int;
 using job_spec_internal::Num;
 using job_spec_internal::Positive;
+using job_spec_internal::ParseStream;
 using job_spec_internal::Required;
 using job_spec_internal::SpecError;
 using job_spec_internal::Str;
@@ -64,9 +66,13 @@ void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* 
     } else {
       d->labelled = false;
     }
-  } else if (d->format == "csv") {
-    CheckKeys(n, where, {"format", "path", "columns", "label", "dense_columns", "split", "limit",
-                         "delimiter", "header"});
+  } else if (d->format == "csv" || d->format == "tfrecord") {
+    if (d->format == "csv") {
+      CheckKeys(n, where, {"format", "path", "columns", "label", "dense_columns", "split", "limit",
+                           "delimiter", "header", "stream"});
+    } else {
+      CheckKeys(n, where, {"format", "path", "columns", "label", "dense_columns", "stream"});
+    }
     const YAML::Node path = Required(n, "path", where);
     if (path.IsSequence()) {
       if (path.size() == 0) Fail(path, absl::StrCat(where, ".path must name at least one file"));
@@ -146,6 +152,7 @@ void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* 
       else if (part == "holdout") d->holdout_part = true;
       else Fail(split["part"], absl::StrCat("unknown split part '", part, "' (expected train or holdout)"));
     }
+    if (d->format == "tfrecord" || n["stream"]) ParseStream(n, where, d);
   } else if (d->format == "synthetic_ctr") {
     CheckKeys(n, where, {"format", "num_examples", "id_space", "zipf_exponent", "seed", "limit"});
     d->num_examples = Int(Required(n, "num_examples", where), where + ".num_examples", 1, JobLimits::kMaxExamples);
@@ -156,7 +163,7 @@ void ParseSource(const YAML::Node& n, const std::string& where, DataSourceSpec* 
     if (n["seed"]) d->seed = static_cast<uint64_t>(Int(n["seed"], where + ".seed", 0));
   } else {
     Fail(n["format"], absl::StrCat("unknown data format '", d->format,
-                                   "' (expected idx, csv or synthetic_ctr)"));
+                                   "' (expected idx, csv, tfrecord or synthetic_ctr)"));
   }
   if (n["limit"]) d->limit = Int(n["limit"], where + ".limit", 0, JobLimits::kMaxExamples);
 }
@@ -239,7 +246,7 @@ void CheckInputs(const YAML::Node& root, const JobSpec& spec) {
   // The model sees transformed values: train and eval must transform alike.
   const DataSourceSpec& train = spec.data.train;
   const DataSourceSpec& eval = spec.data.eval;
-  if (train.format == "csv" && eval.format == "csv" &&
+  if (train.format != "idx" && eval.format != "idx" &&
       train.dense_transforms.size() == eval.dense_transforms.size()) {
     for (size_t i = 0; i < train.dense_transforms.size(); ++i) {
       if (train.dense_transforms[i] != eval.dense_transforms[i]) {
@@ -256,7 +263,8 @@ void CheckInputs(const YAML::Node& root, const JobSpec& spec) {
       if (!spec.model.categorical.empty()) {
         Fail(at, "idx data has no categorical columns, but model.inputs.categorical is set");
       }
-    } else if (d->format == "csv") {
+    } else if (d->format == "csv" || d->format == "tfrecord") {
+      if (d->stream.enabled) CheckStreaming(at, spec);
       if (static_cast<int64_t>(d->dense_columns.size()) != spec.model.dense_inputs) {
         Fail(at, absl::StrCat("model.inputs.dense is ", spec.model.dense_inputs, " but the csv data names ",
                               d->dense_columns.size(), " dense_columns"));
@@ -514,7 +522,7 @@ std::vector<std::string> DataFiles(const JobSpec& spec) {
     if (d->format == "idx") {
       files.push_back(d->images);
       if (d->labelled) files.push_back(d->labels);
-    } else if (d->format == "csv") {
+    } else if (d->format == "csv" || d->format == "tfrecord") {
       if (d->paths.empty()) files.push_back(d->path);
       for (const std::string& p : d->paths) files.push_back(p);
     }
@@ -531,7 +539,7 @@ std::vector<NamedDataFile> NamedDataFiles(const JobSpec& spec) {
     if (d->format == "idx") {
       files.push_back({prefix + "images", d->images});
       if (d->labelled) files.push_back({prefix + "labels", d->labels});
-    } else if (d->format == "csv") {
+    } else if (d->format == "csv" || d->format == "tfrecord") {
       if (d->paths.empty()) files.push_back({prefix + "path", d->path});
       for (size_t i = 0; i < d->paths.size(); ++i) {
         files.push_back({absl::StrCat(prefix, "path[", i, "]"), d->paths[i]});

@@ -68,6 +68,7 @@ struct JobLimits {
   static constexpr int64_t kMaxEmbeddingDim = 4096;
   static constexpr int64_t kMaxBoundaries = 1 << 16;                  // boundaries per feature
   static constexpr int64_t kMaxDataFiles = 1 << 16;                   // files in one csv path list
+  static constexpr int64_t kMaxStreamShuffle = int64_t{1} << 24;      // stream.shuffle_buffer records
   static constexpr int64_t kMaxEpochs = 100000;
   static constexpr int64_t kMaxStepsPerClosure = 1000000;
   static constexpr int64_t kMaxClosuresPerWorker = 64;               // dispatch threads per worker
@@ -240,8 +241,32 @@ struct ColumnSpec {
   Type type = Type::kString;
 };
 
+// data.*.stream: a source read as a stream of records, never loaded whole
+// (docs/streaming_input.md). The coordinator plans each epoch as units of
+// files (common/stream_plan.h); a closure reads its unit's
+// records through a bounded prefetch queue and a seeded shuffle buffer.
+struct StreamSpec {
+  // csv with a `stream:` block, and every tfrecord source.
+  bool enabled = false;
+  // file: a unit is a whole file (TF's AutoShardPolicy.FILE); data: a range
+  // of steps_per_closure x batch records within a file (DATA). data needs
+  // files it can seek in: plain text or TFRecord, not gzip.
+  enum class Shard { kFile, kData };
+  Shard shard = Shard::kData;
+  // Bytes of records read ahead of training, per closure.
+  int64_t prefetch_bytes = int64_t{4} << 20;
+  // Records in the seeded shuffle buffer (TF's shuffle(buffer_size)); 0 or
+  // data.shuffle: false reads each unit in file order.
+  int64_t shuffle_buffer = 1000;
+  // A corrupt record (bad CRC, a field that does not parse): fail the
+  // closure (and the job) naming it, or skip and count it.
+  bool skip_corrupt = false;
+};
+
 struct DataSourceSpec {
-  // idx (MNIST-style image/label files), csv, or synthetic_ctr.
+  // idx (MNIST-style image/label files), csv, tfrecord (files of
+  // tf.Example, always streamed: `columns` name its features, read as csv
+  // columns are), or synthetic_ctr.
   std::string format = "idx";
   // idx
   std::string images;
@@ -254,9 +279,12 @@ struct DataSourceSpec {
   // when the YAML gives a list (path: [a.tsv.gz, b.tsv.gz]): they are read
   // in order as one data set (rows numbered on across files). Empty
   // `paths` means `path` alone.
+  // A streaming source's paths may be glob patterns (`*`, `?`, `[...]`),
+  // expanded by the coordinator in sorted order (common/stream_plan.h).
   std::string path;
   std::vector<std::string> paths;
   std::vector<ColumnSpec> columns;
+  StreamSpec stream;
   // csv: the field delimiter (one byte; "\t" for Criteo's TSV), and whether
   // the file starts with a header row (false: `columns` name the fields in
   // file order).

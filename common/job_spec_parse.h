@@ -4,7 +4,8 @@
 // the parsers of the spec's larger parts, each in its own file:
 // job_spec_model.cc (model: inputs, layers, losses, initializers),
 // job_spec_optimizer.cc (optimizer and learning-rate schedules) and
-// job_spec_eval.cc (eval: inline | sidecar | none, keep_best); the rest is
+// job_spec_eval.cc (eval: inline | sidecar | none, keep_best),
+// job_spec_stream.cc (data.*.stream: streaming input); the rest is
 // in job_spec.cc. Internal to //common:job_spec.
 #ifndef PSCLUSTER_COMMON_JOB_SPEC_PARSE_H_
 #define PSCLUSTER_COMMON_JOB_SPEC_PARSE_H_
@@ -66,6 +67,13 @@ void ParseOptimizer(const YAML::Node& n, OptimizerProto* o, bool* scale_with_rep
 // `eval` (job_spec_eval.cc): a mode scalar or {mode, keep_best}; checked
 // against spec->checkpoint, so call it after the checkpoint is parsed.
 void ParseEval(const YAML::Node& n, JobSpec* spec);
+// `stream` of the csv or tfrecord source `n` at `where` (job_spec_stream.cc):
+// d->stream from n["stream"] (all defaults when absent, for tfrecord), and
+// the fields a stream cannot honour (limit, split) refused.
+void ParseStream(const YAML::Node& n, const std::string& where, DataSourceSpec* d);
+// A job with a streaming source: the strategies that can run it (`at`
+// names the data for errors).
+void CheckStreaming(const YAML::Node& at, const JobSpec& spec);
 
 }  // namespace job_spec_internal
 }  // namespace pscluster

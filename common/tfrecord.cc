@@ -72,6 +72,10 @@ absl::Status TfRecordReader::Next(std::string* data) {
       return Fail(absl::NotFoundError(
           absl::StrCat("TFRecord file ", path_, ": cannot open: ", std::strerror(errno))));
     }
+    if (offset_ > 0 && fseeko(file_, static_cast<off_t>(offset_), SEEK_SET) != 0) {
+      return Fail(absl::NotFoundError(absl::StrCat("TFRecord file ", path_, ": cannot seek to byte ",
+                                                   offset_, ": ", std::strerror(errno))));
+    }
   }
   const auto where = [this] { return absl::StrCat("TFRecord file ", path_, ", record at byte ", offset_, ": "); };
   unsigned char head[12];

@@ -57,6 +57,10 @@ class TfRecordReader {
   // reader stays failed.
   absl::Status Next(std::string* data);
 
+  // Starts reading at byte `offset`, which must be a record's start (from an
+  // index, common/record_index.h). REQUIRES: before the first Next.
+  void StartAt(uint64_t offset) { offset_ = offset; }
+
   // Whether the last DATA_LOSS left the reader able to go on.
   bool recoverable() const { return recoverable_; }
 

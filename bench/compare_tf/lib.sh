@@ -33,8 +33,9 @@ load() {
 }
 
 # run_alternating TF_SCRIPT: REPEATS alternating runs of `psctl local` on
-# $WORK/job.yaml and `TF_SCRIPT train`; $WORK/{pscluster,tf}.R.{json,time}
-# and load.* for the report (medians: figures move by +-20 % between runs).
+# $WORK/job.yaml and `TF_SCRIPT train` (plus $TF_EXTRA_ARGS, word-split);
+# $WORK/{pscluster,tf}.R.{json,time} and load.* for the report (medians:
+# figures move by +-20 % between runs).
 run_alternating() {
   local tf_script="$1" r t0 t1
   for ((r = 1; r <= REPEATS; r++)); do
@@ -50,7 +51,7 @@ run_alternating() {
     load "tf.$r"
     t0=$(now)
     "$VPY" "$HERE/$tf_script" train --ps "$PS" --workers "$WORKERS" --epochs "$EPOCHS" \
-      --json "$WORK/tf.$r.json" > /dev/null
+      --json "$WORK/tf.$r.json" ${TF_EXTRA_ARGS:-} > /dev/null
     t1=$(now)
     echo "$t0 $t1" > "$WORK/tf.$r.time"
   done

@@ -23,6 +23,8 @@ const char* ModeName(ClosureMode mode) {
       return "eval";
     case PREDICT:
       return "predict";
+    case FUNCTION:
+      return "function";
     default:
       return "no-op";
   }
@@ -36,12 +38,17 @@ RunClosureRequest MakeRequest(const DispatchOptions& options, const Closure& c) 
   *request.mutable_split() = c.split;
   if (c.replica >= 0) request.set_replica(c.replica);
   if (options.round != nullptr) request.set_round(options.round->load());
+  if (c.call != nullptr) {
+    request.set_function(c.call->name);
+    request.set_function_args(c.call->args);
+  }
   if (!options.job_key.empty()) {
     // An eval closure's lease covers no steps: it lets the worker pull, not push.
-    const int64_t steps =
+    int64_t steps =
         options.mode == TRAIN && options.batch > 0
             ? (c.split.end() - c.split.begin() + options.batch - 1) / options.batch
             : 0;
+    if (options.mode == FUNCTION) steps = options.function_lease_steps;
     request.set_lease_steps(steps);
     request.set_lease(MakeLease(options.job_key, options.job_id, c.id, steps));
     // The worker takes the closure only from the job's coordinator.
@@ -153,10 +160,19 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       if (ps_lost) options.on_ps_lost();
       const bool ps_outage = ps_lost || (options.ps_failed && options.ps_failed()) ||
                              (RetryableClosureError(s) && IsPsError(s));
-      const std::string what = absl::StrCat(
-          ModeName(options.mode), " closure ", c.id,
-          c.replica >= 0 ? absl::StrCat(" replica ", c.replica) : std::string(), " (epoch ",
-          c.split.epoch() + 1, ", examples [", c.split.begin(), ", ", c.split.end(), "))");
+      const std::string what =
+          c.call != nullptr
+              ? absl::StrCat("function closure ", c.id, " ('", c.call->name, "')")
+              : absl::StrCat(ModeName(options.mode), " closure ", c.id,
+                             c.replica >= 0 ? absl::StrCat(" replica ", c.replica)
+                                            : std::string(),
+                             " (epoch ", c.split.epoch() + 1,
+                             c.split.path().empty()
+                                 ? absl::StrCat(", examples [", c.split.begin(), ", ",
+                                                c.split.end(), ")")
+                                 : absl::StrCat(", records [", c.split.begin(), ", ",
+                                                c.split.end(), ") of ", c.split.path()),
+                             ")");
       if (worker_lost) {
         // Cancelled because the worker was declared lost meanwhile: not the
         // closure's fault, and not counted.
@@ -174,9 +190,11 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       if (!ps_outage) ++c.attempts;
       if ((!RetryableClosureError(s) && !ps_lost) || c.attempts >= options.max_attempts) {
         if (!failed) {
-          queue->Fail(absl::Status(s.code(), absl::StrCat(what, " failed after ", c.attempts,
+          const absl::Status error(s.code(), absl::StrCat(what, " failed after ", c.attempts,
                                                           " attempt(s), last on worker ",
-                                                          worker->address(), ": ", s.message())));
+                                                          worker->address(), ": ", s.message()));
+          if (options.on_failure) options.on_failure(c, error);
+          queue->Fail(error);
           failed = true;
         } else {
           queue->PutBack(c);  // the queue is stopped: only accounts for it

@@ -35,6 +35,8 @@ struct DispatchOptions {
   // the replicas of a synchronous job (each steps through its split a
   // global batch at a time).
   int64_t batch = 1;
+  // FUNCTION closures: the steps (pushes) each closure's lease covers.
+  int64_t function_lease_steps = 0;
   // This loop's worker, for closures that prefer one (ClosureQueue); -1:
   // takes any closure.
   int worker_index = -1;
@@ -56,6 +58,9 @@ struct DispatchOptions {
   // Called on the dispatch thread for each closure that succeeded, before
   // the queue hears Done(). Must not block on the queue.
   std::function<void(const Closure&, const RunClosureResponse&)> on_success;
+  // Called on the dispatch thread with the closure that failed for good and
+  // the error the queue is failed with, before queue->Fail(). Null: none.
+  std::function<void(const Closure&, const absl::Status&)> on_failure;
   // Called on the dispatch thread with a sentence on each closure failure
   // that will be retried. Null: the sentence is logged here instead.
   std::function<void(const std::string&)> on_retry;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/update_lease.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -30,6 +31,7 @@ class ScriptedWorker : public WorkerClient {
     absl::MutexLock lock(&mu_);
     ++runs[request.closure_id()];
     timeouts.push_back(timeout);
+    requests.push_back(request);
     auto& script = script_[request.closure_id()];
     if (!script.empty()) {
       absl::Status s = script.front();
@@ -64,6 +66,7 @@ class ScriptedWorker : public WorkerClient {
   std::map<int64_t, int> runs;
   std::vector<int> batch_sizes;
   std::vector<absl::Duration> timeouts;  // of each RunClosure
+  std::vector<RunClosureRequest> requests;  // of each RunClosure
   std::vector<absl::Status> rpc_failures;
   int setups = 0;
 };
@@ -173,6 +176,43 @@ TEST(ClosureDispatchTest, AFatalErrorInABatchFailsTheQueueNamingTheClosure) {
   EXPECT_THAT(worker.batch_sizes, ElementsAre(4));  // nothing dispatched after it
   EXPECT_EQ(recorded.attempts.count(1), 1u);        // batch-mates that succeeded are recorded
   EXPECT_EQ(recorded.attempts.count(4), 1u);
+}
+
+// ClusterCoordinator's closures: each request names the function and its
+// bytes under a lease of function_lease_steps; one that fails for good is
+// reported to on_failure before the queue fails.
+TEST(ClosureDispatchTest, FunctionClosuresCarryTheirCallAndLease) {
+  ScriptedWorker worker;
+  worker.Script(2, {absl::NotFoundError("no function 'f2'")});
+  ClosureQueue queue;
+  for (int64_t id = 1; id <= 2; ++id) {
+    Closure c;
+    c.id = id;
+    c.mode = FUNCTION;
+    c.call = std::make_shared<FunctionCall>(FunctionCall{"f" + std::to_string(id), "bytes"});
+    queue.Put(c);
+  }
+  Recorded recorded;
+  DispatchOptions d = Options(1, &recorded);
+  d.mode = FUNCTION;
+  d.job_key = std::string(kJobKeyBytes, 'k');
+  d.function_lease_steps = 7;
+  std::vector<std::pair<int64_t, std::string>> failed;
+  d.on_failure = [&failed](const Closure& c, const absl::Status& s) {
+    failed.emplace_back(c.id, std::string(s.message()));
+  };
+  RunDispatchLoop(&worker, &queue, d);
+  EXPECT_TRUE(absl::IsNotFound(queue.Wait()));
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].first, 2);
+  EXPECT_THAT(failed[0].second, HasSubstr("function closure 2 ('f2') failed after 1 attempt(s)"));
+  ASSERT_EQ(worker.requests.size(), 2u);
+  const RunClosureRequest& first = worker.requests[0];
+  EXPECT_EQ(first.mode(), FUNCTION);
+  EXPECT_EQ(first.function(), "f1");
+  EXPECT_EQ(first.function_args(), "bytes");
+  EXPECT_EQ(first.lease_steps(), 7);
+  EXPECT_EQ(first.lease(), MakeLease(d.job_key, "j", 1, 7));
 }
 
 TEST(ClosureDispatchTest, GivesUpAfterMaxAttempts) {

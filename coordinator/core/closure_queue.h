@@ -26,7 +26,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,14 @@
 #include "protos/worker.pb.h"
 
 namespace pscluster {
+
+// A FUNCTION closure's call (ClusterCoordinator): the function registered
+// on the workers and its argument bytes; shared, as a retried closure sends
+// the same bytes again.
+struct FunctionCall {
+  std::string name;
+  std::string args;
+};
 
 struct Closure {
   int64_t id = 0;
@@ -53,6 +63,8 @@ struct Closure {
   // Only preferred_worker may run it, however long it waits, retries too
   // (multi_worker_mirrored: replica r is worker r's copy of the model).
   bool pinned = false;
+  // FUNCTION closures only (RunClosureRequest.function, function_args).
+  std::shared_ptr<const FunctionCall> call;
   absl::Time queued_at;  // set by Put
 };
 

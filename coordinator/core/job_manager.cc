@@ -466,6 +466,17 @@ absl::Status JobManager::Predict(const PredictRequest& request,
     if (predicting_ != nullptr) {
       return absl::FailedPreconditionError("another batch prediction is running on the cluster");
     }
+    // A job whose status has ended (what `psctl status` shows) may still be
+    // recording its end: wait for that, briefly, rather than call it busy.
+    auto state = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return running_.empty() ? JOB_STATE_UNKNOWN : jobs_[running_]->Status().state();
+    };
+    if (state() == SUCCEEDED || state() == FAILED || state() == CANCELLED) {
+      auto wrapped_up = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return running_.empty() || stopping_;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&wrapped_up), absl::Seconds(30));
+    }
     if (!running_.empty() || !queue_.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the cluster is busy with job ", running_.empty() ? queue_.front() : running_,

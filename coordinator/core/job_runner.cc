@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <thread>
+#include <tuple>
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
@@ -421,6 +422,9 @@ absl::Status JobRunner::Prepare(DataSizes* data) {
     return s;
   };
   if (absl::Status s = OpenSummaries(); !s.ok()) return invalid_input(s);
+  // Before the variables: a restored checkpoint's position is checked
+  // against the plan's file set.
+  if (absl::Status s = PlanStreams(); !s.ok()) return invalid_input(s);
   if (absl::Status s = PrepareVariables(); !s.ok()) return invalid_input(s);
   ps_recovery_.NoteStateIncarnations();
   if (absl::Status s = SetupWorkers(data); !s.ok()) return invalid_input(s);
@@ -439,9 +443,51 @@ absl::Status JobRunner::Prepare(DataSizes* data) {
   // asynchronous one a batch per device.
   const int64_t batch = StepExamples(spec_);
   const int64_t closure_examples = spec_.train.steps_per_closure * batch;
-  board_.Update([&](JobStatusProto* s) {
-    s->set_total_steps(spec_.train.epochs * StepsFor(data->train, closure_examples, batch));
-  });
+  const int64_t epoch_steps = train_stream_.has_value()
+                                  ? train_stream_->epoch_steps()
+                                  : StepsFor(data->train, closure_examples, batch);
+  board_.Update([&](JobStatusProto* s) { s->set_total_steps(spec_.train.epochs * epoch_steps); });
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::PlanStreams() {
+  for (auto [source, plan, part] :
+       {std::tuple{&spec_.data.train, &train_stream_, "train"},
+        std::tuple{&spec_.data.eval, &eval_stream_, "eval"}}) {
+    if (!source->stream.enabled) continue;
+    if (*part == 'e' && spec_.eval.mode != EvalSpec::Mode::kInline) continue;
+    const bool train = *part == 't';
+    const int64_t batch = train ? StepExamples(spec_) : spec_.data.per_replica_batch;
+    const int64_t unit = train ? spec_.train.steps_per_closure * batch
+                               : std::max<int64_t>(batch, options_.eval_closure_examples);
+    if (!options_.data_roots.empty()) {
+      // What the patterns match, checked before the coordinator opens it.
+      absl::StatusOr<std::vector<std::string>> files = ExpandDataFiles(
+          absl::StrCat("data.", part),
+          source->paths.empty() ? std::vector<std::string>{source->path} : source->paths,
+          options_.data_roots);
+      if (!files.ok()) return files.status();
+    }
+    absl::StatusOr<StreamPlan> made = StreamPlan::Create(*source, unit, batch);
+    if (!made.ok()) {
+      return absl::Status(made.status().code(),
+                          absl::StrCat("data.", part, ": ", made.status().message()));
+    }
+    plan->emplace(*std::move(made));
+    Event("planned",
+          absl::StrCat("data.", part, ": ", (*plan)->files(), " files, ", (*plan)->records(),
+                       " records in ", (*plan)->units(), " units of shard ",
+                       source->stream.shard == StreamSpec::Shard::kFile ? "file" : "data", ", ",
+                       (*plan)->epoch_steps(), " steps an epoch (", (*plan)->fingerprint(), ")"));
+    if (const auto& lost = (*plan)->lost_tails(); !lost.empty()) {
+      // corrupt_records: skip: the rest of each such file is counted once,
+      // as one corrupt record, and named.
+      Update([&](JobStatusProto* s) {
+        s->set_corrupt_records(s->corrupt_records() + static_cast<int64_t>(lost.size()));
+      });
+      for (const std::string& m : lost) Event("corrupt_records", absl::StrCat("data.", part, ": ", m));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -454,16 +500,32 @@ absl::Status JobRunner::RunEpochs(const DataSizes& data) {
     if (epoch >= spec_.train.epochs) return absl::OkStatus();
     const absl::Time epoch_start = options_.now();
     PhaseTotals train;
-    ASSIGN_OR_RETURN(const PhaseEnd t,
-                     phases_.RunPhase(TRAIN, epoch, data.train, closure_examples, &train));
+    absl::StatusOr<PhaseEnd> trained;
+    if (train_stream_.has_value()) {
+      StreamPlan::Epoch units = train_stream_->ForEpoch(epoch, spec_.seed, spec_.data.shuffle);
+      trained = phases_.RunPlannedPhase(TRAIN, epoch, std::move(units.splits),
+                                        units.split_indices, &train);
+    } else {
+      trained = phases_.RunPhase(TRAIN, epoch, data.train, closure_examples, &train);
+    }
+    ASSIGN_OR_RETURN(const PhaseEnd t, trained);
     if (t == PhaseEnd::kRolledBack) continue;
     // eval: sidecar evaluates the checkpoints in another process, eval: none
     // not at all; the epoch's result then holds no eval metrics.
     const bool inline_eval = spec_.eval.mode == EvalSpec::Mode::kInline;
     PhaseTotals eval;
     if (inline_eval) {
-      ASSIGN_OR_RETURN(const PhaseEnd e, phases_.RunPhase(EVAL, epoch, data.eval,
-                                                          options_.eval_closure_examples, &eval));
+      absl::StatusOr<PhaseEnd> evaluated;
+      if (eval_stream_.has_value()) {
+        // The eval files in order, the same units every epoch.
+        StreamPlan::Epoch units = eval_stream_->ForEpoch(epoch, spec_.seed, /*shuffle=*/false);
+        evaluated = phases_.RunPlannedPhase(EVAL, epoch, std::move(units.splits),
+                                            units.split_indices, &eval);
+      } else {
+        evaluated =
+            phases_.RunPhase(EVAL, epoch, data.eval, options_.eval_closure_examples, &eval);
+      }
+      ASSIGN_OR_RETURN(const PhaseEnd e, evaluated);
       if (e == PhaseEnd::kRolledBack) continue;
     }
     EpochResult r;

@@ -100,6 +100,7 @@
 #include "coordinator/core/job_status_board.h"
 #include "coordinator/core/job_summaries.h"
 #include "coordinator/core/phase_runner.h"
+#include "common/stream_plan.h"
 #include "coordinator/core/ps_recovery.h"
 #include "coordinator/core/worker_client.h"
 #include "protos/coordinator.pb.h"
@@ -249,6 +250,9 @@ class JobRunner {
   // The variables: planned, then restored from the newest checkpoint, or
   // created (resuming from the job log when there is one).
   absl::Status PrepareVariables() ABSL_LOCKS_EXCLUDED(mu_);
+  // Streaming sources (data.*.stream): indexes their files and plans their
+  // units (train_stream_, eval_stream_), naming them in the job's events.
+  absl::Status PlanStreams();
   // Trains and evaluates every epoch from the data position on.
   absl::Status RunEpochs(const DataSizes& data);
   // After the last epoch: every PS agrees with the steps counted, and the
@@ -321,6 +325,10 @@ class JobRunner {
   // Prepare before dispatch starts, never after.
   std::unique_ptr<JobSummaries> summaries_;
   VariablePlan plan_;
+  // The units of streaming sources (stream_plan.h); unset for a source in
+  // memory. Written by Prepare before dispatch starts, never after.
+  std::optional<StreamPlan> train_stream_;
+  std::optional<StreamPlan> eval_stream_;
   SetupJobRequest setup_request_;  // re-sent to a worker that lost the job
   // Set once Prepare has touched the PS tasks (this job's namespace may exist).
   std::atomic<bool> touched_ps_{false};

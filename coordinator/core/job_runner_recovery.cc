@@ -84,6 +84,19 @@ absl::Status JobRunner::PrepareVariables() {
                                     "the checkpoint and are trained again (counted as lost)"));
     }
   }
+  const std::string input = train_stream_.has_value() ? train_stream_->fingerprint() : "";
+  for (const JobLogRecord& r : history) {
+    // The log's finished splits index the plan of the files its runs read
+    // (a run before this check was added logged none).
+    if (!restored && r.has_started() && !r.started().input_fingerprint().empty() &&
+        r.started().input_fingerprint() != input) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the job log in ", checkpoint_dir_, " was written over the train input [",
+          r.started().input_fingerprint(), "], but the job's input now is [",
+          input.empty() ? "in memory" : input,
+          "]: a resumed job must read the same files (or start over in another checkpoint dir)"));
+    }
+  }
   if (!restored) {
     if (!options_.resume) {
       // A fresh job starts from its initializers, even if a namespace of the
@@ -103,6 +116,7 @@ absl::Status JobRunner::PrepareVariables() {
   JobLogRecord started;
   started.mutable_started()->set_job_id(job_id_);
   started.mutable_started()->set_spec_yaml(spec_.yaml);
+  started.mutable_started()->set_input_fingerprint(input);
   board_.Log(started);
   if (!restored) Update([](JobStatusProto* s) { s->set_resumed_from_checkpoint(-1); });
   absl::MutexLock lock(&mu_);
@@ -112,6 +126,16 @@ absl::Status JobRunner::PrepareVariables() {
 
 absl::Status JobRunner::RestorePosition() {
   ASSIGN_OR_RETURN(CheckpointManifest m, checkpoints_->RestoreLatest(plan_, ps_));
+  // The finished splits index the epoch plan of the files the checkpoint
+  // was taken over: another file set would skip or repeat data.
+  const std::string input = train_stream_.has_value() ? train_stream_->fingerprint() : "";
+  if (m.input_fingerprint() != input) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", m.checkpoint_id(), " in ", checkpoint_dir_, " was taken over the train "
+        "input [", m.input_fingerprint().empty() ? "in memory" : m.input_fingerprint(),
+        "], but the job's input now is [", input.empty() ? "in memory" : input,
+        "]: a resumed job must read the same files (or start over in another checkpoint dir)"));
+  }
   JobStatusProto history;
   history.ParseFromString(m.epoch_results());
   bool first;
@@ -180,6 +204,7 @@ absl::Status JobRunner::Checkpoint() {
   });
   m.set_epoch(phases_.epoch());
   for (int64_t s : phases_.finished_splits()) m.add_finished_splits(s);
+  if (train_stream_.has_value()) m.set_input_fingerprint(train_stream_->fingerprint());
   std::vector<int> expected;
   for (const CreateVariablesRequest& r : plan_.per_ps) expected.push_back(r.variables_size());
   const absl::Time save_start = absl::Now();

@@ -116,6 +116,20 @@ std::pair<int64_t, int64_t> PhaseRunner::RecordSuccess(ClosureMode mode, const C
                                                        const RunClosureResponse& r,
                                                        PhaseTotals* totals, bool* split_done) {
   absl::MutexLock lock(&mu_);
+  if (r.corrupt_records() > 0) {
+    // Streaming input skipped corrupt records (corrupt_records: skip): the
+    // job counts them, and names the first in its events.
+    board_->Update([&](JobStatusProto* s) {
+      s->set_corrupt_records(s->corrupt_records() + r.corrupt_records());
+    });
+    if (!corrupt_named_) {
+      corrupt_named_ = true;
+      board_->Event("corrupt_records",
+                    absl::StrCat("skipped ", r.corrupt_records(), " corrupt records in closure ",
+                                 c.id, " (more may follow; the job status counts them): first: ",
+                                 r.first_corrupt()));
+    }
+  }
   totals->examples += r.examples();
   totals->loss_sum += r.loss_sum();
   totals->correct += r.correct();
@@ -234,6 +248,24 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
 
 absl::StatusOr<PhaseEnd> PhaseRunner::RunPhase(ClosureMode mode, int64_t epoch, int64_t size,
                                                int64_t closure_examples, PhaseTotals* totals) {
+  // Split i is [i x closure_examples, ...) of the epoch's permutation.
+  std::vector<DataSplit> plan;
+  for (int64_t b = 0; b < size; b += closure_examples) {
+    DataSplit s;
+    s.set_epoch(epoch);
+    s.set_begin(b);
+    s.set_end(std::min(size, b + closure_examples));
+    plan.push_back(std::move(s));
+  }
+  std::vector<int64_t> indices(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) indices[i] = static_cast<int64_t>(i);
+  return RunPlannedPhase(mode, epoch, std::move(plan), indices, totals);
+}
+
+absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t epoch,
+                                                      std::vector<DataSplit> plan,
+                                                      const std::vector<int64_t>& split_indices,
+                                                      PhaseTotals* totals) {
   const std::vector<WorkerClient*>& workers = options_.workers;
   ClosureQueue queue(absl::Milliseconds(300), options_.now);
   // A synchronous phase runs its splits one at a time, each as one closure
@@ -247,16 +279,15 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPhase(ClosureMode mode, int64_t epoch, 
     current_queue_ = &queue;
     phase_start_ = options_.now();
     sync_replicas_done_.clear();
-    int64_t split = 0;
-    for (int64_t b = 0; b < size; b += closure_examples, ++split) {
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const int64_t split = split_indices[i];
       if (mode == TRAIN && finished_splits_.count(split)) continue;
       Closure c;
       c.id = ClosureId(mode, epoch, split);
       c.split_index = split;
       c.mode = mode;
+      c.split = std::move(plan[i]);
       c.split.set_epoch(epoch);
-      c.split.set_begin(b);
-      c.split.set_end(std::min(size, b + closure_examples));
       splits.push_back(std::move(c));
     }
   }

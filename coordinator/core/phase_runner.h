@@ -124,6 +124,14 @@ class PhaseRunner {
                                     int64_t closure_examples, PhaseTotals* totals)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // As RunPhase, over a plan of splits (a streaming source's epoch,
+  // stream_plan.h): closure i runs plan[i] (its epoch set to `epoch`) as
+  // split split_indices[i], in this order. REQUIRES: the two the same size.
+  absl::StatusOr<PhaseEnd> RunPlannedPhase(ClosureMode mode, int64_t epoch,
+                                           std::vector<DataSplit> plan,
+                                           const std::vector<int64_t>& split_indices,
+                                           PhaseTotals* totals) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Stops dispatching with `why` (closures in flight finish); every later
   // phase returns CANCELLED at once.
   void Cancel(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
@@ -186,6 +194,8 @@ class PhaseRunner {
   // Data position: the epoch in progress and its finished splits.
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<int64_t> finished_splits_ ABSL_GUARDED_BY(mu_);
+  // The job's first corrupt record (streaming input) was named in its events.
+  bool corrupt_named_ ABSL_GUARDED_BY(mu_) = false;
   // Synchronous phase: replicas finished, by split.
   std::map<int64_t, int64_t> sync_replicas_done_ ABSL_GUARDED_BY(mu_);
 };

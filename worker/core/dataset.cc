@@ -13,6 +13,11 @@
 namespace pscluster {
 
 absl::StatusOr<Dataset> LoadDataset(const DataSourceSpec& source, const ModelSpec& model) {
+  if (source.stream.enabled) {
+    // Never loaded whole: closures read their units (stream_batches.h).
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a streaming ", source.format, " source is read closure by closure, not loaded"));
+  }
   if (source.format == "csv") return LoadCsvDataset(source, model);
   if (source.format == "synthetic_ctr") return LoadSyntheticCtr(source, model);
   if (source.format != "idx") {

@@ -51,6 +51,15 @@ std::string RecordFileReader::Where() const {
   return absl::StrCat("file ", path_, ", record at byte ", byte_offset_);
 }
 
+void RecordFileReader::StartAt(int64_t byte_offset, int64_t index) {
+  start_offset_ = byte_offset;
+  index_ = index;
+  // Numbered as if read from the start: the header (if any) was line 1.
+  line_ = index + (options_.header ? 1 : 0);
+  header_skipped_ = true;
+  byte_offset_ = static_cast<uint64_t>(byte_offset);
+}
+
 absl::Status RecordFileReader::Next(std::string* record) {
   recoverable_ = false;
   if (files_ == nullptr) {
@@ -58,6 +67,7 @@ absl::Status RecordFileReader::Next(std::string* record) {
     if (options_.format == RecordFormat::kTfRecord) {
       files_->tfrecord = std::make_unique<TfRecordReader>(
           path_, static_cast<uint64_t>(std::max<int64_t>(options_.max_record_bytes, 0)));
+      files_->tfrecord->StartAt(static_cast<uint64_t>(start_offset_));
     } else {
       files_->gz = gzopen(path_.c_str(), "rb");
       if (files_->gz == nullptr) {
@@ -65,6 +75,13 @@ absl::Status RecordFileReader::Next(std::string* record) {
             absl::StrCat("data file ", path_, ": cannot open: ", std::strerror(errno)));
       } else {
         gzbuffer(files_->gz, 256 << 10);
+        // A plain file seeks; a gzip one would be decompressed up to the
+        // offset (the planner sends no offset for gzip files).
+        if (start_offset_ > 0 && gzseek(files_->gz, start_offset_, SEEK_SET) != start_offset_) {
+          files_->failed = absl::DataLossError(absl::StrCat(
+              "data file ", path_, ": cannot seek to byte ", start_offset_, " (changed since it "
+              "was indexed?)"));
+        }
       }
     }
   }
@@ -177,6 +194,7 @@ absl::StatusOr<RangeResult> ReadRecordRange(
     const RecordRange& range, const RecordReaderOptions& options, CorruptRecords* corrupt,
     const std::function<absl::Status(int64_t, absl::string_view)>& on_record) {
   RecordFileReader reader(range.path, options);
+  if (range.offset > 0) reader.StartAt(range.offset, range.begin);
   RangeResult result;
   std::string record;
   while (range.end < 0 || reader.index() < range.end) {

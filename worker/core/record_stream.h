@@ -18,8 +18,8 @@
 // under kSkip the rest of the file is reported as lost, with its offset,
 // never dropped silently.
 //
-// Not wired into jobs yet: LoadDataset (dataset.h) still loads whole
-// sources into memory.
+// Jobs read streaming sources through stream_batches.h (one closure's
+// unit at a time); LoadDataset (dataset.h) loads the in-memory ones.
 //
 // Thread-safety: RecordFileReader, CorruptRecords and ShuffleBuffer are
 // thread-compatible; RecordPrefetcher is thread-safe (one consumer).
@@ -73,6 +73,12 @@ class RecordFileReader {
   absl::Status Next(std::string* record);
   bool recoverable() const { return recoverable_; }
 
+  // Starts at record `index`, which begins at byte `byte_offset` of the
+  // (uncompressed) file, as an index found it (common/record_index.h)
+  // instead of reading the records before it. REQUIRES: before the first
+  // Next.
+  void StartAt(int64_t byte_offset, int64_t index);
+
   // The number of the next record (records so far, corrupt ones included).
   int64_t index() const { return index_; }
   // Where the last record returned (or refused) lies: "file F, line L" or
@@ -93,6 +99,7 @@ class RecordFileReader {
   uint64_t byte_offset_ = 0;  // tfrecord: the last record's offset
   bool recoverable_ = false;
   bool header_skipped_ = false;
+  int64_t start_offset_ = 0;  // StartAt's byte offset; 0: the file's start
 };
 
 // Applies a CorruptRecordPolicy: under kSkip counts each corrupt record and
@@ -123,11 +130,13 @@ class CorruptRecords {
 };
 
 // A closure's share of one file: records [begin, end) (end < 0: to the
-// file's end).
+// file's end). `offset` > 0: record `begin` starts at that byte (from an
+// index), and the reader seeks there instead of reading the records before.
 struct RecordRange {
   std::string path;
   int64_t begin = 0;
   int64_t end = -1;
+  int64_t offset = 0;
 };
 
 struct RangeResult {

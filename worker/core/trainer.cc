@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -11,6 +12,7 @@
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "worker/core/backend_factory.h"
+#include "worker/core/stream_batches.h"
 
 namespace pscluster {
 namespace {
@@ -86,8 +88,19 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     if (v.shards_size() == 0) t->ps_holds_variables_[v.ps_index()] = true;
     for (const ShardProto& shard : v.shards()) t->ps_holds_variables_[shard.ps_index()] = true;
   }
-  ASSIGN_OR_RETURN(t->train_, LoadDataset(spec.data.train, spec.model));
-  ASSIGN_OR_RETURN(t->eval_, LoadDataset(spec.data.eval, spec.model));
+  // A streaming source stays on disk: closures read their units of it.
+  for (auto [src, data, stream, where] :
+       {std::tuple{&spec.data.train, &t->train_, &t->train_stream_, "data.train"},
+        std::tuple{&spec.data.eval, &t->eval_, &t->eval_stream_, "data.eval"}}) {
+    if (src->stream.enabled) {
+      absl::StatusOr<RowEncoder> encoder = RowEncoder::Create(*src, spec.model, where);
+      if (!encoder.ok()) return encoder.status();
+      stream->emplace(*std::move(encoder));
+      *data = (*stream)->Empty();
+    } else {
+      ASSIGN_OR_RETURN(*data, LoadDataset(*src, spec.model));
+    }
+  }
   for (const Dataset* d : {&t->train_, &t->eval_}) {
     const DataSourceSpec& src = d == &t->train_ ? spec.data.train : spec.data.eval;
     const std::string& file = src.format == "idx" ? src.images : src.path;
@@ -369,6 +382,11 @@ struct Trainer::ClosureRun {
   bool pulled_with_push = false;
   // The plan of the step after the last one trained: not OK when it failed.
   absl::Status next_plan;
+  // A streaming unit (then `data` and `order` are null): its reader, the
+  // current step's examples and their order (0, 1, ...).
+  std::unique_ptr<StreamBatches> stream;
+  Dataset stream_batch;
+  std::vector<int64_t> stream_order;
 
   Devices& devices() { return *workspace->devices; }
   StepBuffers& buffers() { return workspace->buffers; }
@@ -379,6 +397,20 @@ struct Trainer::ClosureRun {
     return {lo, std::min(e, lo + replica_batch)};
   }
 };
+
+absl::Status Trainer::GatherStep(ClosureRun* run, int64_t lo, int64_t hi) const {
+  if (run->stream == nullptr) {
+    Gather(*run->data, *run->order, lo, hi, &run->buffers());
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(run->stream->Next(hi - lo, &run->stream_batch));
+  std::vector<int64_t>& order = run->stream_order;
+  while (static_cast<int64_t>(order.size()) < run->stream_batch.count) {
+    order.push_back(static_cast<int64_t>(order.size()));
+  }
+  Gather(run->stream_batch, order, 0, run->stream_batch.count, &run->buffers());
+  return absl::OkStatus();
+}
 
 absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureResponse* response) {
   if (request.mode() == NOOP) return absl::OkStatus();  // no data, no PS, empty response
@@ -393,7 +425,14 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
     response->mutable_predictions()->set_dtype(DT_FLOAT32);
     response->mutable_predictions()->clear_data();
   }
-  const absl::Status status = RunSteps(&run, response);
+  absl::Status status = RunSteps(&run, response);
+  if (run.stream != nullptr) {
+    // Waits for the reader's end, so that its count of corrupt records is
+    // final (every record was taken by the steps).
+    if (status.ok()) status = run.stream->Finish();
+    response->set_corrupt_records(run.stream->corrupt());
+    response->set_first_corrupt(run.stream->first_corrupt());
+  }
   response->set_compute_seconds(run.compute);
   response->set_pull_seconds(run.pull);
   response->set_push_seconds(run.push);
@@ -406,15 +445,33 @@ absl::StatusOr<Trainer::ClosureRun> Trainer::StartClosure(const RunClosureReques
   run.train = request.mode() == TRAIN;
   run.data = run.train ? &train_ : &eval_;
   const DataSplit& split = request.split();
-  if (split.begin() < 0 || split.begin() > split.end() || split.end() > run.data->count ||
-      split.epoch() < 0) {
+  const std::optional<RowEncoder>& stream = run.train ? train_stream_ : eval_stream_;
+  if (!split.path().empty() || stream.has_value()) {
+    // A unit of a streaming source: records [begin, end) of split.path().
+    if (split.path().empty() || !stream.has_value() || request.mode() == PREDICT ||
+        request.has_replica() || split.begin() < 0 || split.begin() > split.end() ||
+        split.epoch() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "closure ", request.closure_id(), ": split ", split.ShortDebugString(),
+          " does not name a unit of the job's ", run.train ? "train" : "eval",
+          stream.has_value() ? " stream (a file and its record range; no PREDICT or replica)"
+                             : " data, which is in memory, not streamed"));
+    }
+    run.stream = std::make_unique<StreamBatches>(
+        run.train ? spec_.data.train : spec_.data.eval, &*stream, split, spec_.seed,
+        run.train && spec_.data.shuffle);
+    run.data = nullptr;  // GatherStep reads the stream (a ClosureRun moves: no self-pointers)
+  } else if (split.begin() < 0 || split.begin() > split.end() || split.end() > run.data->count ||
+             split.epoch() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("closure ", request.closure_id(), ": split [", split.begin(), ", ",
                      split.end(), ") of epoch ", split.epoch(), " is outside the ",
                      run.train ? "train" : "eval", " set of ", run.data->count, " examples"));
   }
-  if (run.train) run.epoch_order = Order(split.epoch());
-  run.order = run.train ? run.epoch_order.get() : &eval_order_;
+  if (run.train && run.stream == nullptr) run.epoch_order = Order(split.epoch());
+  run.order = run.stream != nullptr ? nullptr
+              : run.train           ? run.epoch_order.get()
+                                    : &eval_order_;
   ASSIGN_OR_RETURN(run.workspace, pool_->Acquire());
   run.sync = run.train && request.has_replica();
   if (run.sync && (request.replica() < 0 || request.replica() >= SyncShares(spec_))) {
@@ -451,8 +508,9 @@ absl::Status Trainer::GatherAndPull(ClosureRun* run, int64_t begin, int64_t end)
   StepBuffers& buffers = run->buffers();
   const auto [lo, hi] = run->Slice(begin, end);
   absl::Time t0 = absl::Now();
-  Gather(*run->data, *run->order, lo, hi, &buffers);
+  const absl::Status gathered = GatherStep(run, lo, hi);
   run->compute += SecondsSince(t0);
+  RETURN_IF_ERROR(gathered);
   // Evaluation reads the dense variables once per closure; training
   // re-reads them every step. Embedding rows are looked up every step.
   const bool dense = run->train || begin == run->request->split().begin();
@@ -475,20 +533,24 @@ absl::Status Trainer::TrainAndPush(ClosureRun* run, int64_t begin, int64_t end, 
   // has ceil(examples / batch) steps), to name it in errors and to pick
   // its learning rate on the PS (UpdateKey.global_step).
   const int64_t global_step =
-      split.epoch() * ((train_.count + run->batch - 1) / run->batch) + begin / run->batch;
+      run->stream != nullptr
+          ? split.epoch() * split.epoch_steps() + split.first_step() +
+                (begin - split.begin()) / run->batch
+          : split.epoch() * ((train_.count + run->batch - 1) / run->batch) + begin / run->batch;
   // Dropout masks depend only on (seed, global step, replica): a
   // retried closure pushes the same gradients.
   buffers.batch.seed = StepSeed(spec_.seed, global_step);
   if (run->sync && request.replica() > 0) {
     buffers.batch.seed = StepSeed(buffers.batch.seed, request.replica());
   }
-  if (hi > lo) TrainStep(&run->devices(), &buffers, step);
+  // (A stream's step may hold fewer examples than its slice, or none.)
+  if (buffers.batch.size > 0) TrainStep(&run->devices(), &buffers, step);
   // A diverged model: its gradients are not pushed.
   if (!std::isfinite(step->loss_sum)) {
     run->compute += SecondsSince(t0);
     return NonFiniteLoss(*step, absl::StrCat("at global step ", global_step), request);
   }
-  if (hi <= lo) {
+  if (buffers.batch.size == 0) {
     // An empty slice (the epoch's last step is short): a share of no
     // examples still counts the replica in, with zero gradients of the
     // usual shapes (a mirrored ring fuses the same layout everywhere).
@@ -520,7 +582,8 @@ void Trainer::PlanNextStep(ClosureRun* run, int64_t end) const {
   if (end >= split_end) return;
   StepBuffers& buffers = run->buffers();
   const auto [lo, hi] = run->Slice(end, std::min(split_end, end + run->batch));
-  Gather(*run->data, *run->order, lo, hi, &buffers);
+  run->next_plan = GatherStep(run, lo, hi);
+  if (!run->next_plan.ok()) return;
   run->next_plan = router_->PlanStep(/*with_dense=*/true, buffers.unique_ids, &buffers.step);
   run->pulled_with_push = run->next_plan.ok();
 }
@@ -529,6 +592,7 @@ absl::Status Trainer::Evaluate(ClosureRun* run, int64_t begin, int64_t end,
                                StepResult* step) const {
   StepBuffers& buffers = run->buffers();
   Devices& devices = run->devices();
+  if (buffers.batch.size == 0) return absl::OkStatus();  // a stream's end, short of records
   const absl::Time t0 = absl::Now();
   model_->EvalStep(devices.backend.get(), buffers.params, buffers.batch, buffers.rows,
                    &devices.scratch, step);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,12 +37,14 @@
 #include "worker/core/device_pool.h"
 #include "worker/core/model.h"
 #include "worker/core/param_router.h"
+#include "worker/core/row_encoder.h"
 
 namespace pscluster {
 
 class Trainer {
  public:
-  // Builds the trainer: loads the train and eval data named in `spec`,
+  // Builds the trainer: loads the train and eval data named in `spec` (a
+  // streaming source is not loaded: each closure reads its unit),
   // builds the model and checks `placement` (ParamRouter::Create: every
   // model variable placed once on a valid PS, shards contiguous and covering
   // all rows). `ps[i]` is PS task i (owned). Errors: NOT_FOUND for a missing
@@ -66,6 +69,12 @@ class Trainer {
   // epoch having ceil(train examples / per_replica_batch) of them; each push
   // carries its step's (UpdateKey.global_step), which picks the step's
   // learning rate when the job has a schedule (a retry sends the same).
+  // A split with a `path` names a unit of a streaming source (DataSplit):
+  // its records are read, shuffled and converted as stream_batches.h says,
+  // ceil((end - begin) / batch) steps of up to a batch each (a step short
+  // of records, as when corrupt ones were skipped, trains on fewer and
+  // still pushes); its global steps are epoch x epoch_steps + first_step +
+  // its own. corrupt_records / first_corrupt report the skipped records.
   // A TRAIN closure with a `replica` (strategy: central_storage) steps a
   // global_batch at a time (global steps then count global batches), trains
   // on the replica's slice of each and pushes it as the replica's share of
@@ -157,6 +166,10 @@ class Trainer {
   // their gradients averaged weighted by examples (the one-device step over
   // the whole batch, up to rounding).
   void TrainStep(Devices* devices, StepBuffers* buffers, StepResult* step) const;
+  // The examples of the step slice [lo, hi) into the batch buffers: from
+  // the data set in memory, or the closure's stream's next hi - lo (fewer
+  // at its end). Errors: the stream's (stream_batches.h).
+  absl::Status GatherStep(ClosureRun* run, int64_t lo, int64_t hi) const;
   // Copies examples order[begin, end) into the batch buffers and dedupes
   // each feature's ids.
   void Gather(const Dataset& data, const std::vector<int64_t>& order, int64_t begin, int64_t end,
@@ -168,6 +181,10 @@ class Trainer {
   std::unique_ptr<Model> model_;
   Dataset train_;
   Dataset eval_;
+  // Streaming sources (data.*.stream): their rows' conversion; nullopt for
+  // a source in memory.
+  std::optional<RowEncoder> train_stream_;
+  std::optional<RowEncoder> eval_stream_;
   std::vector<int64_t> eval_order_;
   std::vector<std::unique_ptr<PsClient>> ps_;
   std::string job_;  // the job's namespace on every PS

@@ -46,7 +46,7 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
   const std::string fingerprint = request.SerializeAsString();
   {
     absl::MutexLock lock(&mu_);
-    if (trainer_ != nullptr && fingerprint == setup_fingerprint_) {
+    if (HasJob() && fingerprint == setup_fingerprint_) {
       *response = setup_response_;
       return absl::OkStatus();
     }
@@ -62,6 +62,7 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckSwitch(request));
   }
+  if (request.program()) return SetupProgram(request, response, fingerprint);
   ASSIGN_OR_RETURN(JobSpec spec, SpecFor(request, parsed));
   if (data_roots_.has_value()) RETURN_IF_ERROR(CheckDataFiles(spec, *data_roots_));
   std::vector<std::unique_ptr<PsClient>> ps;
@@ -93,11 +94,40 @@ absl::Status WorkerState::SetupJob(const SetupJobRequest& request, SetupJobRespo
   setup_fingerprint_ = fingerprint;
   setup_response_ = *response;
   trainer_ = std::move(trainer);
+  function_job_.reset();
+  return absl::OkStatus();
+}
+
+absl::Status WorkerState::SetupProgram(const SetupJobRequest& request,
+                                       SetupJobResponse* response,
+                                       const std::string& fingerprint) {
+  if (function_runner_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", request.job_id(), "' is a program job (ClusterCoordinator) but this worker "
+        "runs no functions: start a worker binary that registers them "
+        "(api/pscluster/function_worker.h) instead of worker_server"));
+  }
+  std::vector<std::unique_ptr<PsClient>> ps;
+  for (const std::string& address : request.ps_addresses()) {
+    ps.push_back(ps_client_factory_(address));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<FunctionJob> job,
+                   FunctionJob::Create(request, std::move(ps), function_runner_));
+  response->set_backend("functions");
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckSwitch(request));
+  job_id_ = request.job_id();
+  worker_key_ = request.worker_key();
+  last_proof_ = now_();
+  setup_fingerprint_ = fingerprint;
+  setup_response_ = *response;
+  trainer_.reset();
+  function_job_ = std::move(job);
   return absl::OkStatus();
 }
 
 absl::Status WorkerState::CheckSwitch(const SetupJobRequest& request) {
-  if (trainer_ == nullptr || worker_key_.empty()) return absl::OkStatus();  // nobody holds it
+  if (!HasJob() || worker_key_.empty()) return absl::OkStatus();  // nobody holds it
   if (request.job_id() == job_id_ && request.worker_key() == worker_key_) {
     return absl::OkStatus();  // the same job, set up again by its coordinator
   }
@@ -117,15 +147,17 @@ absl::Status WorkerState::CheckSwitch(const SetupJobRequest& request) {
 absl::Status WorkerState::RunClosure(const RunClosureRequest& request,
                                      RunClosureResponse* response) {
   std::shared_ptr<Trainer> trainer;
+  std::shared_ptr<FunctionJob> function_job;
   std::string key;
   {
     absl::MutexLock lock(&mu_);
-    if (trainer_ == nullptr || request.job_id() != job_id_) {
+    if (!HasJob() || request.job_id() != job_id_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "job '", request.job_id(), "' is not set up on this worker",
           job_id_.empty() ? "" : absl::StrCat(" (it serves job '", job_id_, "')")));
     }
     trainer = trainer_;
+    function_job = function_job_;
     key = worker_key_;
   }
   if (!key.empty()) {
@@ -136,6 +168,17 @@ absl::Status WorkerState::RunClosure(const RunClosureRequest& request,
     }
     absl::MutexLock lock(&mu_);
     if (worker_key_ == key) last_proof_ = now_();
+  }
+  if (function_job != nullptr) return function_job->RunClosure(request, response);
+  if (request.mode() == FUNCTION) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "closure ", request.closure_id(), ": job '", request.job_id(),
+        "' is a YAML job; it runs no functions"));
+  }
+  if (data_roots_.has_value() && !request.split().path().empty()) {
+    // A streaming closure names its file: it must lie where the spec's may.
+    RETURN_IF_ERROR(CheckDataPath(absl::StrCat("closure ", request.closure_id(), "'s file"),
+                                  request.split().path(), *data_roots_));
   }
   return trainer->RunClosure(request, response);
 }
@@ -155,7 +198,7 @@ absl::Status WorkerState::RunClosures(const RunClosuresRequest& request,
 absl::Status WorkerState::ReleaseJob(const ReleaseJobRequest& request,
                                      ReleaseJobResponse* response) {
   absl::MutexLock lock(&mu_);
-  if (trainer_ == nullptr || request.job_id() != job_id_ || worker_key_.empty()) {
+  if (!HasJob() || request.job_id() != job_id_ || worker_key_.empty()) {
     return absl::OkStatus();  // not held: nothing to release
   }
   if (!CheckRequest(worker_key_, "ReleaseJob", request)) {

@@ -28,6 +28,8 @@
 #include "common/job_spec.h"
 #include "common/ps_client.h"
 #include "protos/worker.pb.h"
+#include "worker/core/function_job.h"
+#include "worker/core/function_registry.h"
 #include "worker/core/trainer.h"
 
 namespace pscluster {
@@ -56,6 +58,10 @@ class WorkerState {
       std::function<absl::StatusOr<std::unique_ptr<PsClient>>(const SetupJobRequest& request)>;
   // Without one, SetupJob of a multi_worker_mirrored job is FAILED_PRECONDITION.
   void set_mirror_factory(MirrorFactory factory) { mirror_factory_ = std::move(factory); }
+  // The functions this worker runs for program jobs (SetupJobRequest.program;
+  // function_job.h); not owned, outlives the state. Without one, SetupJob of
+  // a program job is FAILED_PRECONDITION. Call before serving.
+  void set_function_runner(FunctionRunner* runner) { function_runner_ = runner; }
 
   // INVALID_ARGUMENT for a bad spec (its message names file:line:column) or
   // a data file outside the data roots (naming the field, the path and
@@ -94,7 +100,10 @@ class WorkerState {
   std::string job_id_ ABSL_GUARDED_BY(mu_);
   std::string setup_fingerprint_ ABSL_GUARDED_BY(mu_);
   SetupJobResponse setup_response_ ABSL_GUARDED_BY(mu_);
+  // The job set up: a YAML job's trainer, or a program job's functions.
   std::shared_ptr<Trainer> trainer_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<FunctionJob> function_job_ ABSL_GUARDED_BY(mu_);
+  FunctionRunner* function_runner_ = nullptr;
   // The held job's worker key (empty: a keyless job, held by nobody) and
   // when its coordinator last proved itself.
   std::string worker_key_ ABSL_GUARDED_BY(mu_);
@@ -104,6 +113,12 @@ class WorkerState {
 
   // OK if `request` may replace the job held now. REQUIRES: mu_ held.
   absl::Status CheckSwitch(const SetupJobRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HasJob() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return trainer_ != nullptr || function_job_ != nullptr;
+  }
+  // SetupJob of a program job. REQUIRES: setup_mu_ held.
+  absl::Status SetupProgram(const SetupJobRequest& request, SetupJobResponse* response,
+                            const std::string& fingerprint) ABSL_LOCKS_EXCLUDED(mu_);
 };
 
 }  // namespace pscluster

@@ -1,0 +1,504 @@
+#include "api/pscluster/cluster_coordinator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/cluster_config.h"
+#include "common/control_auth.h"
+#include "common/initializer.h"
+#include "common/model_variables.h"
+#include "common/status_macros.h"
+#include "common/update_lease.h"
+#include "coordinator/core/closure_dispatch.h"
+#include "coordinator/core/closure_queue.h"
+#include "coordinator/core/health_watch.h"
+#include "coordinator/core/signing_ps_client.h"
+#include "coordinator/service/grpc_health_checker.h"
+#include "coordinator/service/grpc_worker_client.h"
+#include "ps/service/remote_ps_client.h"
+
+namespace pscluster {
+
+// ---------------------------------------------------------------- partitioners
+
+absl::StatusOr<PartitionerSpec> ParsePartitioner(absl::string_view text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, ':');
+  const std::string usage =
+      "give none, fixed:SHARDS, min_size:BYTES[:MAX_SHARDS] or max_size:BYTES[:MAX_SHARDS]";
+  std::vector<int64_t> numbers;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(parts[i], &n)) {
+      return absl::InvalidArgumentError(absl::StrCat("partitioner '", text, "': '", parts[i],
+                                                     "' is not a number; ", usage));
+    }
+    numbers.push_back(n);
+  }
+  PartitionerSpec spec;
+  const std::string& kind = parts[0];
+  if (kind == "none" && numbers.empty()) {
+    return spec;
+  } else if (kind == "fixed" && numbers.size() == 1) {
+    spec = PartitionerSpec::Fixed(numbers[0]);
+  } else if (kind == "min_size" && (numbers.size() == 1 || numbers.size() == 2)) {
+    spec = PartitionerSpec::MinSize(numbers[0], numbers.size() == 2 ? numbers[1] : 1);
+  } else if (kind == "max_size" && (numbers.size() == 1 || numbers.size() == 2)) {
+    spec = PartitionerSpec::MaxSize(numbers[0], numbers.size() == 2 ? numbers[1] : 0);
+  } else if (kind == "none" || kind == "fixed" || kind == "min_size" || kind == "max_size") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partitioner '", text, "': wrong number of values; ", usage));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown partitioner '", kind, "' in '", text, "': ", usage));
+  }
+  if (absl::Status s = ValidatePartitioner(spec); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("partitioner '", text, "': ", s.message()));
+  }
+  return spec;
+}
+
+// ---------------------------------------------------------------- RemoteValue
+
+struct RemoteValue::State {
+  explicit State(int64_t id) : closure_id(id) {}
+  const int64_t closure_id;
+  mutable absl::Mutex mu;
+  bool ready ABSL_GUARDED_BY(mu) = false;
+  absl::StatusOr<std::string> value ABSL_GUARDED_BY(mu);
+  std::optional<FunctionError> error ABSL_GUARDED_BY(mu);
+
+  // The first result wins.
+  void Set(absl::StatusOr<std::string> v, std::optional<FunctionError> e) {
+    absl::MutexLock lock(&mu);
+    if (ready) return;
+    ready = true;
+    value = std::move(v);
+    error = std::move(e);
+  }
+};
+
+absl::StatusOr<std::string> RemoteValue::Fetch() const {
+  absl::MutexLock lock(&state_->mu);
+  state_->mu.Await(absl::Condition(&state_->ready));
+  return state_->value;
+}
+
+std::optional<FunctionError> RemoteValue::function_error() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->error;
+}
+
+bool RemoteValue::ready() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->ready;
+}
+
+int64_t RemoteValue::closure_id() const { return state_->closure_id; }
+
+// ---------------------------------------------------------------- the cluster
+
+struct ClusterCoordinator::Cluster {
+  std::string secret;
+  std::string job_key;
+  std::vector<std::unique_ptr<RemotePsClient>> remote_ps;
+  std::vector<std::unique_ptr<SigningPsClient>> ps;
+  std::vector<std::unique_ptr<GrpcWorkerClient>> workers;
+  SetupJobRequest setup;
+  std::unique_ptr<GrpcHealthChecker> health_checker;
+  std::unique_ptr<HealthWatch> health;
+};
+
+struct ClusterCoordinator::Session {
+  ClosureQueue queue;
+  std::vector<std::thread> dispatch;
+  // Waits for the queue to stop, then cancels the closures it dropped.
+  std::thread watcher;
+};
+
+namespace {
+
+std::string RandomHex() {
+  const std::string bytes = RandomSecret().substr(0, 6);
+  std::string hex;
+  for (unsigned char c : bytes) absl::StrAppendFormat(&hex, "%02x", c);
+  return hex;
+}
+
+absl::Status CheckAddresses(const std::vector<std::string>& addresses, const char* what) {
+  if (addresses.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the cluster has no ", what, " task"));
+  }
+  for (const std::string& a : addresses) {
+    if (absl::Status s = CheckHostPort(a); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " address '", a, "': ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The status a function's error is raised as.
+absl::Status FunctionErrorStatus(const FunctionError& e, const std::string& function,
+                                 int64_t closure_id) {
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  for (int c = 1; c <= 16; ++c) {
+    if (absl::StatusCodeToString(static_cast<absl::StatusCode>(c)) == e.type()) {
+      code = static_cast<absl::StatusCode>(c);
+    }
+  }
+  std::string message = absl::StrCat("function '", function, "' (closure ", closure_id,
+                                     ") raised ", e.type(), ": ", e.message());
+  if (!e.traceback().empty()) absl::StrAppend(&message, "\n", e.traceback());
+  return absl::Status(code, message);
+}
+
+// Calls `call` until it answers something else than UNAVAILABLE, or until
+// `deadline`.
+template <typename Call>
+absl::Status UntilAvailable(absl::Time deadline, Call call) {
+  while (true) {
+    absl::Status s = call();
+    if (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s)) return s;
+    if (absl::Now() >= deadline) return s;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(Options options) {
+  if (options.ps_addresses.empty() && options.worker_addresses.empty() &&
+      !options.cluster_file.empty()) {
+    ASSIGN_OR_RETURN(ClusterSpec cluster, LoadClusterFile(options.cluster_file));
+    options.ps_addresses = cluster.ps;
+    options.worker_addresses = cluster.worker;
+  }
+  RETURN_IF_ERROR(CheckAddresses(options.ps_addresses, "PS"));
+  RETURN_IF_ERROR(CheckAddresses(options.worker_addresses, "worker"));
+  if (absl::Status s = ValidatePartitioner(options.partitioner); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("partitioner: ", s.message()));
+  }
+  if (options.closures_per_worker < 1 || options.max_attempts < 1 ||
+      options.max_steps_per_closure < 1) {
+    return absl::InvalidArgumentError(
+        "closures_per_worker, max_attempts and max_steps_per_closure must be >= 1");
+  }
+  if (options.job_id.empty()) options.job_id = absl::StrCat("program-", RandomHex());
+  return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(options)));
+}
+
+ClusterCoordinator::ClusterCoordinator(Options options) : options_(std::move(options)) {}
+
+ClusterCoordinator::~ClusterCoordinator() {
+  std::shared_ptr<Session> session;
+  std::unique_ptr<Cluster> cluster;
+  {
+    absl::MutexLock lock(&mu_);
+    session = std::move(session_);
+    cluster = std::move(cluster_);
+  }
+  EndSession(std::move(session));
+  if (cluster == nullptr) return;
+  cluster->health->Join();
+  // The workers are let go and the job's variables freed; errors are only
+  // logged (a server may be gone).
+  ReleaseJobRequest release;
+  release.set_job_id(options_.job_id);
+  SignRequest(cluster->setup.worker_key(), "ReleaseJob", &release);
+  for (auto& w : cluster->workers) {
+    ReleaseJobResponse ignored;
+    w->ReleaseJob(release, &ignored).IgnoreError();
+  }
+  for (auto& ps : cluster->ps) {
+    EndJobRequest request;
+    request.set_job(options_.job_id);
+    EndJobResponse response;
+    if (absl::Status s = ps->EndJob(request, &response); !s.ok()) {
+      spdlog::warn("job {}: freeing its variables: {}", options_.job_id, s.ToString());
+    }
+  }
+}
+
+absl::Status ClusterCoordinator::CreateVariable(const std::string& name,
+                                                std::vector<int64_t> shape,
+                                                InitializerProto initializer,
+                                                OptimizerProto optimizer) {
+  if (name.empty()) return absl::InvalidArgumentError("a variable needs a name");
+  for (int64_t d : shape) {
+    if (d < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", name, "' has shape [", absl::StrJoin(shape, ", "),
+                       "]: every dimension must be >= 1"));
+    }
+  }
+  if (absl::Status s = ValidateInitializer(initializer); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("variable '", name, "': ", s.message()));
+  }
+  static const char* const kOptimizers[] = {"sgd", "momentum", "adagrad", "adam", "ftrl"};
+  bool known = false;
+  for (const char* o : kOptimizers) known = known || optimizer.type() == o;
+  if (!known) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable '", name, "': unknown optimizer '", optimizer.type(),
+                     "' (sgd, momentum, adagrad, adam or ftrl)"));
+  }
+  if (!(optimizer.learning_rate() > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable '", name, "': the optimizer's learning_rate must be > 0"));
+  }
+  VariableSpecProto spec;
+  spec.set_name(name);
+  spec.set_dtype(DT_FLOAT32);
+  for (int64_t d : shape) spec.add_shape(d);
+  *spec.mutable_initializer() = std::move(initializer);
+  *spec.mutable_optimizer() = std::move(optimizer);
+  absl::MutexLock lock(&mu_);
+  if (cluster_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "variable '", name, "' is declared after the first Schedule: declare every variable "
+        "before scheduling"));
+  }
+  for (const VariableSpecProto& v : variables_) {
+    if (v.name() == name) {
+      return absl::AlreadyExistsError(absl::StrCat("variable '", name, "' is declared twice"));
+    }
+  }
+  variables_.push_back(std::move(spec));
+  return absl::OkStatus();
+}
+
+absl::Status ClusterCoordinator::StartLocked() {
+  if (cluster_ != nullptr) return absl::OkStatus();
+  auto cluster = std::make_unique<Cluster>();
+  cluster->secret = RandomSecret();
+  cluster->job_key = DeriveJobKey(cluster->secret, options_.job_id);
+  const int num_ps = static_cast<int>(options_.ps_addresses.size());
+  for (const std::string& address : options_.ps_addresses) {
+    RemotePsClient::Options o;
+    o.target = address;
+    o.call_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.ps_timeout));
+    cluster->remote_ps.push_back(std::make_unique<RemotePsClient>(o));
+    cluster->ps.push_back(
+        std::make_unique<SigningPsClient>(cluster->remote_ps.back().get(), cluster->secret));
+  }
+  ASSIGN_OR_RETURN(VariablePlan plan, PlanVariables(variables_, options_.partitioner, num_ps));
+  const absl::Time deadline = absl::Now() + options_.cluster_wait;
+  // A start that fails frees what it created: the next Schedule starts
+  // again under a new key.
+  auto free_variables = [&] {
+    for (auto& ps : cluster->ps) {
+      EndJobRequest request;
+      request.set_job(options_.job_id);
+      EndJobResponse ignored;
+      ps->EndJob(request, &ignored).IgnoreError();
+    }
+  };
+  for (int p = 0; p < num_ps; ++p) {
+    CreateVariablesRequest& request = plan.per_ps[p];
+    request.set_job(options_.job_id);
+    request.set_job_key(cluster->job_key);
+    CreateVariablesResponse response;
+    absl::Status s = UntilAvailable(
+        deadline, [&] { return cluster->ps[p]->CreateVariables(request, &response); });
+    if (!s.ok()) {
+      free_variables();
+      return absl::Status(s.code(), absl::StrCat("creating the variables on PS ", p, " (",
+                                                 options_.ps_addresses[p], "): ", s.message()));
+    }
+  }
+  SetupJobRequest& setup = cluster->setup;
+  setup.set_job_id(options_.job_id);
+  setup.set_program(true);
+  for (const VariableSpecProto& v : variables_) *setup.add_variables() = v;
+  for (const std::string& a : options_.ps_addresses) setup.add_ps_addresses(a);
+  for (const VariablePlacementProto& p : plan.placement) *setup.add_placement() = p;
+  setup.set_replicas(static_cast<int32_t>(options_.worker_addresses.size()));
+  setup.set_worker_key(DeriveWorkerKey(cluster->job_key));
+  SignRequest(setup.worker_key(), "SetupJob", &setup);
+  GrpcWorkerClientOptions worker_options;
+  worker_options.closure_timeout =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.closure_timeout));
+  for (const std::string& address : options_.worker_addresses) {
+    cluster->workers.push_back(std::make_unique<GrpcWorkerClient>(address, worker_options));
+    SetupJobResponse response;
+    absl::Status s = UntilAvailable(
+        deadline, [&] { return cluster->workers.back()->SetupJob(setup, &response); });
+    if (!s.ok()) {
+      free_variables();
+      return absl::Status(s.code(), absl::StrCat("setting up worker ", address, ": ",
+                                                 s.message()));
+    }
+  }
+  cluster->health_checker =
+      std::make_unique<GrpcHealthChecker>(options_.ps_addresses, options_.worker_addresses);
+  HealthWatch::Options health;
+  health.health = cluster->health_checker.get();
+  for (auto& w : cluster->workers) health.workers.push_back(w.get());
+  health.interval = options_.health_interval;
+  health.worker_timeout = options_.worker_timeout;
+  const std::string job = options_.job_id;
+  health.event = [job](const std::string& kind, const std::string& message) {
+    spdlog::warn("job {}: {}: {}", job, kind, message);
+  };
+  cluster->health = std::make_unique<HealthWatch>(std::move(health));
+  cluster->health->Start();
+  spdlog::info("job {}: {} variables on {} PS, {} workers", options_.job_id, variables_.size(),
+               num_ps, options_.worker_addresses.size());
+  cluster_ = std::move(cluster);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& function,
+                                                         std::string args) {
+  if (function.empty()) return absl::InvalidArgumentError("Schedule needs a function name");
+  RETURN_IF_ERROR(RaiseIfFailed());
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(StartLocked());
+  if (session_ == nullptr) {
+    session_ = std::make_shared<Session>();
+    Session* session = session_.get();
+    session->queue.SetOpen(true);
+    Cluster* cluster = cluster_.get();
+    for (size_t w = 0; w < cluster->workers.size(); ++w) {
+      DispatchOptions d;
+      d.job_id = options_.job_id;
+      d.mode = FUNCTION;
+      d.job_key = cluster->job_key;
+      d.function_lease_steps = options_.max_steps_per_closure;
+      d.worker_index = static_cast<int>(w);
+      d.max_attempts = options_.max_attempts;
+      d.retry_backoff = options_.retry_backoff;
+      d.setup = &cluster->setup;
+      d.worker_down = cluster->health->worker_down(static_cast<int>(w));
+      d.health_stopped = cluster->health->stopped();
+      d.worker_losses = cluster->health->worker_losses(static_cast<int>(w));
+      d.on_success = [this, session](const Closure& c, const RunClosureResponse& r) {
+        steps_ += r.steps();
+        if (r.has_function_error()) {
+          const absl::Status error = FunctionErrorStatus(r.function_error(), c.call->name, c.id);
+          Resolve(c.id, error, r.function_error());
+          // TF: the closures after a failed one are cancelled.
+          session->queue.Stop(error);
+          return;
+        }
+        Resolve(c.id, r.function_result());
+      };
+      d.on_failure = [this](const Closure& c, const absl::Status& error) { Resolve(c.id, error); };
+      for (int t = 0; t < options_.closures_per_worker; ++t) {
+        session->dispatch.emplace_back([worker = cluster->workers[w].get(), session, d] {
+          RunDispatchLoop(worker, &session->queue, d);
+        });
+      }
+    }
+    session->watcher = std::thread([this, session] {
+      const absl::Status why = session->queue.Wait();
+      CancelPending(why);
+    });
+  }
+  const int64_t id = next_closure_id_++;
+  auto state = std::make_shared<RemoteValue::State>(id);
+  pending_[id] = state;
+  Closure closure;
+  closure.id = id;
+  closure.mode = FUNCTION;
+  closure.call = std::make_shared<FunctionCall>(FunctionCall{function, std::move(args)});
+  session_->queue.Put(std::move(closure));
+  if (session_->queue.stopped()) {
+    // Stopped before the closure was queued: nothing will run it.
+    pending_.erase(id);
+    state->Set(absl::CancelledError(absl::StrCat("closure ", id, " ('", function,
+                                                 "') was cancelled: an earlier closure failed")),
+               std::nullopt);
+  }
+  return RemoteValue(state);
+}
+
+void ClusterCoordinator::Resolve(int64_t id, absl::StatusOr<std::string> value,
+                                 std::optional<FunctionError> error) {
+  std::shared_ptr<RemoteValue::State> state;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    state = std::move(it->second);
+    pending_.erase(it);
+  }
+  state->Set(std::move(value), std::move(error));
+}
+
+void ClusterCoordinator::CancelPending(const absl::Status& why) {
+  std::vector<std::shared_ptr<RemoteValue::State>> cancelled;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, state] : pending_) cancelled.push_back(std::move(state));
+    pending_.clear();
+  }
+  for (auto& state : cancelled) {
+    state->Set(absl::CancelledError(absl::StrCat("closure ", state->closure_id,
+                                                 " was cancelled: ", why.message())),
+               std::nullopt);
+  }
+}
+
+void ClusterCoordinator::EndSession(std::shared_ptr<Session> session) {
+  if (session == nullptr) return;
+  session->queue.Stop(absl::CancelledError("the coordinator stopped scheduling"));
+  for (std::thread& t : session->dispatch) t.join();
+  session->watcher.join();
+}
+
+absl::Status ClusterCoordinator::RaiseIfFailed() {
+  std::shared_ptr<Session> failed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (session_ == nullptr || !session_->queue.stopped()) return absl::OkStatus();
+    failed = std::move(session_);
+  }
+  // Stopped: Wait returns the first error once the closures in flight end.
+  const absl::Status error = failed->queue.Wait();
+  EndSession(std::move(failed));
+  return error;
+}
+
+absl::Status ClusterCoordinator::Join() {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    if (session_ == nullptr) return absl::OkStatus();
+    session = session_;
+  }
+  session->queue.WaitUntilEmpty(absl::InfiniteDuration());
+  return RaiseIfFailed();
+}
+
+absl::StatusOr<bool> ClusterCoordinator::Done() {
+  RETURN_IF_ERROR(RaiseIfFailed());
+  absl::MutexLock lock(&mu_);
+  if (session_ == nullptr) return true;
+  return session_->queue.WaitUntilEmpty(absl::ZeroDuration());
+}
+
+absl::StatusOr<std::vector<StatsResponse>> ClusterCoordinator::PsStats() {
+  absl::MutexLock lock(&mu_);
+  if (cluster_ == nullptr) {
+    return absl::FailedPreconditionError("nothing was scheduled: the variables do not exist yet");
+  }
+  std::vector<StatsResponse> stats(cluster_->ps.size());
+  for (size_t p = 0; p < cluster_->ps.size(); ++p) {
+    StatsRequest request;
+    request.set_job(options_.job_id);
+    RETURN_IF_ERROR(cluster_->ps[p]->Stats(request, &stats[p]));
+  }
+  return stats;
+}
+
+}  // namespace pscluster

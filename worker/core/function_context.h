@@ -1,0 +1,134 @@
+// FunctionContext: what a function scheduled by a ClusterCoordinator
+// (api/pscluster/cluster_coordinator.h) sees of the cluster while it runs on
+// a worker: the program's variables on the PS tasks, read and updated through
+// the worker's PsClients (the same clients, and data plane, as YAML jobs).
+//
+//  * Pull reads whole variables (a partitioned one's shards assembled along
+//    axis 0); PullRows reads only the named rows of a variable (an embedding
+//    lookup: never the whole table). One request per PS per call.
+//  * Push / PushRows are ONE step each: one PushRequest per PS holding a
+//    piece, keyed UpdateKey{closure id, step index} under the closure's
+//    lease, step indices counting the closure's pushes from 0. A retried
+//    closure (another worker, after a failure) pushes the same keys again,
+//    and the PS drops the steps it had already applied: every update is
+//    applied once, provided the function pushes in the same order each time
+//    it runs (it is deterministic in its pushes, as TF's retried closures
+//    must be).
+//
+// Two kinds of errors come out of these calls. A call the program got wrong
+// (an unknown variable, a gradient of the wrong shape, a row outside the
+// variable, more pushes than the lease covers) is INVALID_ARGUMENT naming
+// it: the function's own error. A PS that failed (unreachable, restarted) is
+// the cluster's: it is recorded (cluster_error()) and the closure fails with
+// it, and is retried, whatever the function returns.
+//
+// Thread-compatible: one context per running closure, used by its thread.
+#ifndef PSCLUSTER_WORKER_CORE_FUNCTION_CONTEXT_H_
+#define PSCLUSTER_WORKER_CORE_FUNCTION_CONTEXT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/ps_client.h"
+#include "common/tensor.h"
+#include "protos/ps.pb.h"
+#include "protos/worker.pb.h"
+
+namespace pscluster {
+
+// A program job's variables and where their pieces live: built once per
+// SetupJob, shared (read-only, thread-safe) by every closure's context.
+class VariableTable {
+ public:
+  // One variable or shard on one PS: rows [row_offset, row_offset + rows).
+  struct Piece {
+    std::string name;
+    int ps = 0;
+    int64_t row_offset = 0;
+    int64_t rows = 0;
+  };
+  struct Variable {
+    VariableSpecProto spec;
+    Shape shape;
+    int64_t row_elems = 1;  // elements per row of axis 0 (all of a scalar)
+    std::vector<Piece> pieces;
+  };
+
+  // INVALID_ARGUMENT, naming the variable, when one is not DENSE float32,
+  // has no placement or two, a PS index outside [0, num_ps), or shards that
+  // do not cover its rows contiguously from row 0.
+  static absl::StatusOr<VariableTable> Create(
+      const std::vector<VariableSpecProto>& variables,
+      const std::vector<VariablePlacementProto>& placement, int num_ps);
+
+  // Null for an unknown name.
+  const Variable* Find(const std::string& name) const;
+  // The names, for messages.
+  std::string Names() const;
+  int num_ps() const { return num_ps_; }
+
+ private:
+  int num_ps_ = 0;
+  absl::flat_hash_map<std::string, Variable> variables_;
+};
+
+class FunctionContext {
+ public:
+  // Not owned: `table`, `ps` (PS task i at ps[i]); they outlive the context.
+  // `closure`: its job, id, lease and lease steps key every call.
+  FunctionContext(const VariableTable* table, const std::vector<PsClient*>* ps,
+                  const RunClosureRequest& closure);
+
+  // The variables named, each whole (shape as declared). One PullRequest
+  // per PS. INVALID_ARGUMENT for an unknown name; a PS's error as it came.
+  absl::StatusOr<std::vector<Tensor>> Pull(const std::vector<std::string>& variables);
+  absl::StatusOr<Tensor> Pull(const std::string& variable);
+  // Rows `ids` of `variable` (rank >= 1), as [ids.size(), row elements...]:
+  // row k is row ids[k] (duplicates allowed). INVALID_ARGUMENT for an
+  // unknown variable, a scalar, or an id outside [0, shape[0]).
+  absl::StatusOr<Tensor> PullRows(const std::string& variable, absl::Span<const int64_t> ids);
+
+  // One step: each (variable, gradient) applied by the variable's optimizer,
+  // gradients shaped as their variables. INVALID_ARGUMENT for an unknown
+  // variable, a variable named twice, a wrong shape, or a step past the
+  // lease (lease_steps); nothing is sent then.
+  absl::Status Push(const std::vector<std::pair<std::string, Tensor>>& gradients);
+  // One step: the gradients of rows `ids` of `variable` (row k's gradient is
+  // row k of `row_gradients`, [ids.size(), row elements...]); a repeated
+  // id's gradients are summed. Errors as Push, and for ids as PullRows.
+  absl::Status PushRows(const std::string& variable, absl::Span<const int64_t> ids,
+                        const Tensor& row_gradients);
+
+  const std::string& args() const { return closure_.function_args(); }
+  int64_t closure_id() const { return closure_.closure_id(); }
+  // Steps pushed so far (each Push / PushRows call, duplicates included).
+  int64_t steps() const { return steps_; }
+  // The first PS failure of a call, OK if none: the closure fails with it.
+  const absl::Status& cluster_error() const { return cluster_error_; }
+
+ private:
+  // Records a PS error as the cluster's and returns it.
+  absl::Status Cluster(absl::Status s);
+  // The next step's UpdateKey, or INVALID_ARGUMENT past the lease.
+  absl::StatusOr<UpdateKey> NextStep();
+  // Sends push[p] to every PS with work, in parallel; the first error.
+  absl::Status SendPushes(std::vector<PushRequest>* push);
+  UpdateKey LeaseKey() const;
+
+  const VariableTable* const table_;
+  const std::vector<PsClient*>* const ps_;
+  const RunClosureRequest& closure_;
+  int64_t steps_ = 0;
+  absl::Status cluster_error_;
+};
+
+}  // namespace pscluster
+
+#endif  // PSCLUSTER_WORKER_CORE_FUNCTION_CONTEXT_H_
