@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "protos/example.pb.h"
 #include "worker/core/features.h"
 
 namespace pscluster {
@@ -47,7 +46,8 @@ StreamBatches::StreamBatches(const DataSourceSpec& source, const RowEncoder* enc
       shuffle_(shuffle ? static_cast<size_t>(source.stream.shuffle_buffer) : 0,
                StreamShuffleSeed(seed, split)),
       parse_errors_(source.stream.skip_corrupt ? CorruptRecordPolicy::kSkip
-                                               : CorruptRecordPolicy::kFail) {}
+                                               : CorruptRecordPolicy::kFail),
+      example_fields_(source.columns) {}
 
 StreamBatches::~StreamBatches() = default;
 
@@ -81,71 +81,7 @@ absl::Status StreamBatches::Parse(const std::string& record) {
   if (source_.format != "tfrecord") {
     return ParseCsvLine(record, source_.columns, source_.delimiter, &fields_);
   }
-  tensorflow::Example example;
-  if (!example.ParseFromString(record)) {
-    return absl::InvalidArgumentError("not a tf.Example (its protobuf does not parse)");
-  }
-  const auto& features = example.features().feature();
-  fields_.assign(source_.columns.size(), CsvField());
-  strings_.clear();
-  strings_.reserve(source_.columns.size());  // views into it stay valid
-  for (size_t i = 0; i < source_.columns.size(); ++i) {
-    const ColumnSpec& column = source_.columns[i];
-    CsvField& f = fields_[i];
-    auto it = features.find(column.name);
-    if (it == features.end()) continue;  // missing
-    const tensorflow::Feature& v = it->second;
-    // A feature with no values is missing (Criteo's empty fields); a
-    // numeric column takes the first value, a string one its values joined
-    // by the feature's separator (one value without it).
-    switch (v.kind_case()) {
-      case tensorflow::Feature::kInt64List:
-        if (v.int64_list().value_size() == 0) continue;
-        f.int_value = v.int64_list().value(0);
-        f.float_value = static_cast<double>(f.int_value);
-        if (column.type == ColumnSpec::Type::kString) {
-          strings_.push_back(absl::StrCat(f.int_value));
-          f.text = strings_.back();
-        }
-        break;
-      case tensorflow::Feature::kFloatList:
-        if (v.float_list().value_size() == 0) continue;
-        f.float_value = v.float_list().value(0);
-        if (column.type == ColumnSpec::Type::kInt) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "feature '", column.name, "' is a float_list but its column is int"));
-        }
-        if (column.type == ColumnSpec::Type::kString) {
-          strings_.push_back(absl::StrCat(f.float_value));
-          f.text = strings_.back();
-        }
-        break;
-      case tensorflow::Feature::kBytesList: {
-        const auto& values = v.bytes_list().value();
-        if (values.empty()) continue;
-        if (column.type != ColumnSpec::Type::kString) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "feature '", column.name, "' is a bytes_list but its column is numeric"));
-        }
-        if (values.size() == 1) {
-          f.text = values.Get(0);
-        } else {
-          std::string joined;
-          for (int k = 0; k < values.size(); ++k) {
-            if (k > 0) absl::StrAppend(&joined, "|");
-            absl::StrAppend(&joined, values.Get(k));
-          }
-          strings_.push_back(std::move(joined));
-          f.text = strings_.back();
-        }
-        break;
-      }
-      default:
-        continue;
-    }
-    f.missing = false;
-  }
-  return absl::OkStatus();
+  return example_fields_.Read(record, &fields_);
 }
 
 absl::Status StreamBatches::Finish() {

@@ -32,6 +32,7 @@
 #include "common/job_spec.h"
 #include "protos/worker.pb.h"
 #include "worker/core/dataset.h"
+#include "worker/core/example_fields.h"
 #include "worker/core/record_stream.h"
 #include "worker/core/row_encoder.h"
 
@@ -70,7 +71,7 @@ class StreamBatches {
   // The next record, shuffled; false at the unit's end.
   absl::StatusOr<bool> NextRecord(RecordPrefetcher::Record* record);
   // Parses `record` into fields_ (text of the fields may point into it or
-  // into strings_).
+  // into example_fields_, until the next Parse).
   absl::Status Parse(const std::string& record);
 
   const DataSourceSpec& source_;
@@ -81,7 +82,7 @@ class StreamBatches {
   bool input_done_ = false;
   CorruptRecords parse_errors_;
   std::vector<CsvField> fields_;
-  std::vector<std::string> strings_;  // tf.Example values that needed a copy
+  ExampleFields example_fields_;  // tfrecord: the columns out of each tf.Example
 };
 
 // The seed of a streaming unit's shuffle buffer.
