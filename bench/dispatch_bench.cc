@@ -36,6 +36,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_util.h"
+#include "bench/noop_job.h"
 #include "common/job_spec.h"
 #include "common/model_variables.h"
 #include "coordinator/core/closure_dispatch.h"
@@ -68,30 +69,8 @@ namespace {
 constexpr int kExitBadFlags = 2;
 constexpr char kJobId[] = "dispatch-bench";
 
-// The smallest job a worker will set up: synthetic data, nothing on disk.
-// NOOP closures never read it; SetupJob still builds the trainer.
-constexpr char kSpec[] = R"(
-model:
-  inputs:
-    dense: 2
-    categorical: [{name: tag, hashed: true, embedding_dim: 2}]
-  layers: [{dense: {units: 1}}]
-  loss: sigmoid_cross_entropy
-optimizer: {type: sgd}
-data:
-  train: {format: synthetic_ctr, num_examples: 64, id_space: 16}
-  eval: {format: synthetic_ctr, num_examples: 64, id_space: 16}
-  per_replica_batch: 16
-)";
-
-// One worker task as worker_server runs it, minus the process.
-struct Worker {
-  VariableStore store;  // never reached by NOOP closures
-  WorkerState state{
-      [this](const std::string&) { return std::make_unique<InProcessPsClient>(&store); }};
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  WorkerService service{&state, registry};
-  std::unique_ptr<RunningServer> server;
+// One worker task (noop_job.h) and the coordinator's client of it.
+struct Worker : bench::InProcessWorker {
   std::unique_ptr<GrpcWorkerClient> client;
 };
 
@@ -267,31 +246,22 @@ int Main(int argc, char** argv) {
 
   // Start the most workers any point needs; a point with N uses the first N.
   const int max_workers = *std::max_element(worker_counts->begin(), worker_counts->end());
-  auto spec = ParseJobSpec(kSpec, "dispatch_bench.yaml");
-  auto plan = spec.ok() ? PlanVariables(ModelVariables(*spec), spec->partitioner, 1)
-                        : absl::StatusOr<VariablePlan>(spec.status());
-  if (!plan.ok()) {
-    std::cerr << "job spec: " << plan.status() << "\n";
+  absl::StatusOr<SetupJobRequest> setup = bench::NoopSetupJob(kJobId);
+  if (!setup.ok()) {
+    std::cerr << "job spec: " << setup.status() << "\n";
     return 1;
   }
-  SetupJobRequest setup;
-  setup.set_job_id(kJobId);
-  setup.set_spec_yaml(kSpec);
-  setup.add_ps_addresses("in-process");
-  for (const auto& p : plan->placement) *setup.add_placement() = p;
   std::vector<std::unique_ptr<Worker>> workers;
   for (int w = 0; w < max_workers; ++w) {
     auto worker = std::make_unique<Worker>();
-    auto server = StartServer(ServerOptions(), {&worker->service}, worker->registry);
-    if (!server.ok()) {
-      std::cerr << "worker " << w << ": " << server.status() << "\n";
+    if (absl::Status s = worker->Start(); !s.ok()) {
+      std::cerr << "worker " << w << ": " << s << "\n";
       return 1;
     }
-    worker->server = std::move(*server);
     worker->client =
         std::make_unique<GrpcWorkerClient>(absl::StrCat("127.0.0.1:", worker->server->port()));
     SetupJobResponse response;
-    if (absl::Status s = worker->client->SetupJob(setup, &response); !s.ok()) {
+    if (absl::Status s = worker->client->SetupJob(*setup, &response); !s.ok()) {
       std::cerr << "SetupJob on worker " << w << ": " << s << "\n";
       return 1;
     }

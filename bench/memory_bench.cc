@@ -13,10 +13,6 @@
 // also has the peak (VmHWM) ratio, which includes transient message buffers.
 //
 // Exit codes: 0 success, 1 a server or call failed, 2 bad flags.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +38,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "bench/bench_util.h"
+#include "bench/ps_child.h"
 #include "common/row_ids.h"
 #include "common/tensor.h"
 #include "protos/ps.pb.h"
@@ -60,96 +57,11 @@ ABSL_FLAG(int64_t, table_rows, 1000000, "Distinct ids touched in each hash-table
 ABSL_FLAG(int64_t, batch, 8192, "Ids per lookup / push in the hash-table cases.");
 ABSL_FLAG(std::string, output_json, "", "If set, the results are also written here as JSON.");
 
-extern char** environ;
-
 namespace pscluster {
 namespace {
 
 constexpr int kExitBadFlags = 2;
 constexpr double kTargetRatio = 3.3;
-
-// A ps_server child on 127.0.0.1:0. Not thread-safe.
-class PsServerProcess {
- public:
-  static absl::StatusOr<std::unique_ptr<PsServerProcess>> Start(const std::string& bin) {
-    char dir_template[] = "/tmp/memory_bench.XXXXXX";
-    if (mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
-    auto p = std::unique_ptr<PsServerProcess>(new PsServerProcess(dir_template));
-    // A --dense_mib variable is one message: room for it plus the framing
-    // (the default 256 MiB limit is exactly 256 MiB).
-    std::vector<std::string> args = {bin, "--address=127.0.0.1:0",
-                                     absl::StrCat("--port_file=", p->port_file()),
-                                     absl::StrCat("--max_message_bytes=", MaxMessageBytes()),
-                                     // No coordinator: the bench's own keyless job.
-                                     "--allow_keyless_jobs"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string log = p->dir_ + "/ps_server.log";
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = posix_spawn(&p->pid_, bin.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return absl::NotFoundError(absl::StrCat("cannot run ", bin, ": ", strerror(rc)));
-    for (int i = 0; i < 300; ++i) {  // up to 30 s
-      std::ifstream in(p->port_file());
-      int port = 0;
-      if (in >> port && port > 0) {
-        p->port_ = port;
-        return p;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return absl::DeadlineExceededError(absl::StrCat("ps_server wrote no port; see ", log));
-  }
-
-  ~PsServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      for (int i = 0; i < 50 && waitpid(pid_, nullptr, WNOHANG) == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      if (kill(pid_, 0) == 0) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-      }
-    }
-    std::remove((dir_ + "/ps_server.log").c_str());
-    std::remove(port_file().c_str());
-    rmdir(dir_.c_str());
-  }
-
-  std::string target() const { return absl::StrCat("127.0.0.1:", port_); }
-
-  // VmRSS and VmHWM of the child, bytes.
-  absl::StatusOr<std::pair<int64_t, int64_t>> Memory() const {
-    std::ifstream in(absl::StrCat("/proc/", pid_, "/status"));
-    std::string line;
-    int64_t rss = -1, hwm = -1;
-    while (std::getline(in, line)) {
-      int64_t* into = line.rfind("VmRSS:", 0) == 0   ? &rss
-                      : line.rfind("VmHWM:", 0) == 0 ? &hwm
-                                                     : nullptr;
-      if (into == nullptr) continue;
-      std::istringstream fields(line.substr(6));
-      int64_t kb = 0;
-      fields >> kb;
-      *into = kb * 1024;
-    }
-    if (rss < 0 || hwm < 0) return absl::UnavailableError("ps_server is gone");
-    return std::make_pair(rss, hwm);
-  }
-
- private:
-  explicit PsServerProcess(std::string dir) : dir_(std::move(dir)) {}
-  std::string port_file() const { return dir_ + "/port"; }
-
-  std::string dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
 
 OptimizerProto Adam() {
   OptimizerProto adam;
@@ -196,7 +108,10 @@ absl::StatusOr<Case> RunCase(
     const std::string& bin, const std::string& name,
     const std::function<absl::Status(RemotePsClient&,
                                      const std::function<absl::Status(const char*)>&)>& body) {
-  auto server = PsServerProcess::Start(bin);
+  // A --dense_mib variable is one message: room for it plus the framing
+  // (the default 256 MiB limit is exactly 256 MiB).
+  auto server = bench::PsServerChild::Start(
+      bin, {absl::StrCat("--max_message_bytes=", MaxMessageBytes())});
   if (!server.ok()) return server.status();
   RemotePsClient::Options options;
   options.target = (*server)->target();

@@ -54,6 +54,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_util.h"
+#include "bench/noop_job.h"
 #include "bench/scale_ps.h"
 #include "common/job_spec.h"
 #include "common/model_variables.h"
@@ -96,45 +97,18 @@ namespace {
 constexpr int kExitBadFlags = 2;
 constexpr char kJobId[] = "scale-bench";
 
-// dispatch_bench's job: the smallest one a worker sets up (NOOP closures
-// never read it).
-constexpr char kSpec[] = R"(
-model:
-  inputs:
-    dense: 2
-    categorical: [{name: tag, hashed: true, embedding_dim: 2}]
-  layers: [{dense: {units: 1}}]
-  loss: sigmoid_cross_entropy
-optimizer: {type: sgd}
-data:
-  train: {format: synthetic_ctr, num_examples: 64, id_space: 16}
-  eval: {format: synthetic_ctr, num_examples: 64, id_space: 16}
-  per_replica_batch: 16
-)";
-
 // ---------------------------------------------------------------------------
-// The child: N worker servers as worker_server wires one, minus the process.
-
-struct SimWorker {
-  VariableStore store;  // never reached by NOOP closures
-  WorkerState state{
-      [this](const std::string&) { return std::make_unique<InProcessPsClient>(&store); }};
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  WorkerService service{&state, registry};
-  std::unique_ptr<RunningServer> server;
-};
+// The child: N worker servers (noop_job.h's InProcessWorker).
 
 int RunWorkersChild(int n, const std::string& port_file) {
-  std::vector<std::unique_ptr<SimWorker>> workers;
+  std::vector<std::unique_ptr<bench::InProcessWorker>> workers;
   std::vector<std::string> ports;
   for (int w = 0; w < n; ++w) {
-    auto worker = std::make_unique<SimWorker>();
-    auto server = StartServer(ServerOptions(), {&worker->service}, worker->registry);
-    if (!server.ok()) {
-      std::cerr << "scale_bench workers: worker " << w << ": " << server.status() << "\n";
+    auto worker = std::make_unique<bench::InProcessWorker>();
+    if (absl::Status s = worker->Start(); !s.ok()) {
+      std::cerr << "scale_bench workers: worker " << w << ": " << s << "\n";
       return 1;
     }
-    worker->server = std::move(*server);
     ports.push_back(absl::StrCat(worker->server->port()));
     workers.push_back(std::move(worker));
   }
@@ -425,25 +399,18 @@ int RunDispatchMode(std::vector<int> counts) {
   std::cerr << "scale_bench: " << max_workers << " worker servers up in the child in "
             << absl::FormatDuration(absl::Now() - t0) << "\n";
   const std::vector<std::string>& addresses = (*child)->addresses();
-  auto spec = ParseJobSpec(kSpec, "scale_bench.yaml");
-  auto plan = spec.ok() ? PlanVariables(ModelVariables(*spec), spec->partitioner, 1)
-                        : absl::StatusOr<VariablePlan>(spec.status());
-  if (!plan.ok()) {
-    std::cerr << "job spec: " << plan.status() << "\n";
+  absl::StatusOr<SetupJobRequest> setup = bench::NoopSetupJob(kJobId);
+  if (!setup.ok()) {
+    std::cerr << "job spec: " << setup.status() << "\n";
     return 1;
   }
-  SetupJobRequest setup;
-  setup.set_job_id(kJobId);
-  setup.set_spec_yaml(kSpec);
-  setup.add_ps_addresses("in-process");
-  for (const auto& p : plan->placement) *setup.add_placement() = p;
   std::vector<std::unique_ptr<GrpcWorkerClient>> clients;
   std::vector<GrpcWorkerClient*> client_ptrs;
   for (int w = 0; w < max_workers; ++w) {
     clients.push_back(std::make_unique<GrpcWorkerClient>(addresses[w]));
     client_ptrs.push_back(clients.back().get());
     SetupJobResponse response;
-    if (absl::Status s = clients.back()->SetupJob(setup, &response); !s.ok()) {
+    if (absl::Status s = clients.back()->SetupJob(*setup, &response); !s.ok()) {
       std::cerr << "SetupJob on worker " << w << ": " << s << "\n";
       return 1;
     }

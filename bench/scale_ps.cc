@@ -1,10 +1,6 @@
 #include "bench/scale_ps.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +21,7 @@
 #include "absl/time/time.h"
 #include "bench/bench_util.h"
 #include "bench/data_plane_cluster.h"
+#include "bench/ps_child.h"
 #include "common/tensor.h"
 #include "protos/ps.pb.h"
 #include "ps/service/remote_ps_client.h"
@@ -39,8 +36,6 @@ ABSL_FLAG(std::vector<std::string>, push_pull_shapes,
                                     "32x16"}),
           "push_pull: PxW shapes (P PS, W concurrent workers).");
 ABSL_FLAG(int, push_pull_rounds, 300, "push_pull: round trips per worker per shape.");
-
-extern char** environ;
 
 namespace pscluster {
 namespace bench {
@@ -108,72 +103,6 @@ namespace {
 
 constexpr int kExitBadFlags = 2;
 
-// A ps_server child on 127.0.0.1:0 with its data plane on a free port,
-// stopped by pid (SIGTERM, SIGKILL after 5 s). memory_bench's, trimmed.
-class PsChild {
- public:
-  static absl::StatusOr<std::unique_ptr<PsChild>> Start(const std::string& bin) {
-    char dir_template[] = "/tmp/scale_bench_ps.XXXXXX";
-    if (mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
-    auto p = std::unique_ptr<PsChild>(new PsChild(dir_template));
-    std::vector<std::string> args = {bin, "--address=127.0.0.1:0",
-                                     absl::StrCat("--port_file=", p->dir_, "/port"),
-                                     "--allow_keyless_jobs", "--log_level=warn"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string log = p->dir_ + "/ps_server.log";
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = posix_spawn(&p->pid_, bin.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return absl::NotFoundError(absl::StrCat("cannot run ", bin, ": ", strerror(rc)));
-    for (int i = 0; i < 300; ++i) {  // up to 30 s
-      std::ifstream in(p->dir_ + "/port");
-      int port = 0;
-      if (in >> port && port > 0) {
-        p->port_ = port;
-        return p;
-      }
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    return absl::DeadlineExceededError(absl::StrCat("ps_server wrote no port; see ", log));
-  }
-  ~PsChild() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      for (int i = 0; i < 50 && waitpid(pid_, nullptr, WNOHANG) == 0; ++i) {
-        absl::SleepFor(absl::Milliseconds(100));
-      }
-      if (kill(pid_, 0) == 0) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-      }
-    }
-    for (const char* f : {"/ps_server.log", "/port"}) std::remove((dir_ + f).c_str());
-    rmdir(dir_.c_str());
-  }
-  std::string target() const { return absl::StrCat("127.0.0.1:", port_); }
-  pid_t pid() const { return pid_; }
-  // The log's last lines that mention the data plane (its refusals).
-  std::string DataPlaneLog() const {
-    std::ifstream in(dir_ + "/ps_server.log");
-    std::string line, last;
-    while (std::getline(in, line)) {
-      if (line.find("data plane") != std::string::npos) last = line;
-    }
-    return last;
-  }
-
- private:
-  explicit PsChild(std::string dir) : dir_(std::move(dir)) {}
-  std::string dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
-
 struct ConnStep {
   int clients = 0;
   int64_t rss = 0;
@@ -187,7 +116,7 @@ absl::StatusOr<std::vector<ConnStep>> RunConnectionSeries(const std::string& bin
                                                           const std::vector<int>& steps,
                                                           std::string* first_error,
                                                           std::string* server_log) {
-  auto ps = PsChild::Start(bin);
+  auto ps = PsServerChild::Start(bin, {"--log_level=warn"});
   if (!ps.ok()) return ps.status();
   RemotePsClient::Options o;
   o.target = (*ps)->target();
@@ -235,7 +164,7 @@ absl::StatusOr<std::vector<ConnStep>> RunConnectionSeries(const std::string& bin
                                  data_plane ? "data_plane" : "grpc_only", target,
                                  step.rss / 1048576.0, step.threads, failed);
   }
-  *server_log = (*ps)->DataPlaneLog();
+  *server_log = (*ps)->LastLogLine("data plane");
   return out;
 }
 
