@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # pscluster vs TensorFlow ParameterServerStrategy on DLRM (issue 24): the
-# job of examples/criteo_dlrm.yaml on 2 PS x 2 workers, pscluster reading
-# criteo_gen's gzip TSV, TF (tf_ps_dlrm.py) reading criteo_gen's TFRecord
-# files of the same rows through tf.data. criteo_gen runs twice with the same
+# job of examples/criteo_dlrm.yaml on 2 PS x 2 workers, both reading
+# criteo_gen's TFRecord files: pscluster streaming them (PS_INPUT=tsv: its
+# gzip TSV of the same rows, loaded whole), TF (tf_ps_dlrm.py) through
+# tf.data. criteo_gen runs twice with the same
 # flags (--format tsv, then --format tfrecord) and tf_ps_dlrm.py check_rows
 # compares every row of the two before anything is timed.
 # Prints a markdown table and writes bench/compare_tf/results_dlrm.json.
@@ -11,6 +12,7 @@
 #   bench/compare_tf/run_dlrm.sh                # 500k rows, 1 epoch x 1 run each
 #   ROWS=200000 REPEATS=3 SKIP_BUILD=1 bench/compare_tf/run_dlrm.sh
 #   TF_INPUT=replicate bench/compare_tf/run_dlrm.sh   # TF without the tf.data service
+#   PS_INPUT=tsv bench/compare_tf/run_dlrm.sh         # pscluster's in-memory TSV path
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -41,9 +43,31 @@ if [[ "$CHECK_ROWS" == 1 ]]; then
 else
   echo '{"same_rows": "not checked (CHECK_ROWS=0)"}' > "$WORK/check_rows.json"
 fi
-sed -i "s|data/criteo/|$WORK/tsv/|" "$WORK/job.yaml"
-grep -q "path: $WORK/tsv/train-00000-of-00001.tsv.gz" "$WORK/job.yaml" ||
-  { echo "run_dlrm.sh: could not point the job at $WORK/tsv" >&2; exit 1; }
+# PS_INPUT=tfrecord (default): pscluster streams the TFRecord files TF reads
+# (data.*.stream, shard: data, a 10,000-record shuffle buffer); tsv: it loads
+# the gzip TSV of the same rows into memory (examples/criteo_dlrm.yaml as is).
+case "${PS_INPUT:-tfrecord}" in
+  tfrecord)
+    /usr/bin/python3 - "$WORK" <<'PY'
+import sys, yaml
+work = sys.argv[1]
+job = yaml.safe_load(open(f"{work}/job.yaml"))
+for part, name in (("train", "train"), ("eval", "holdout")):
+    src = job["data"][part]
+    job["data"][part] = {"format": "tfrecord", "path": [f"{work}/tfrecord/{name}-*.tfrecord"],
+                         "columns": src["columns"], "label": src["label"],
+                         "dense_columns": src["dense_columns"],
+                         "stream": {"shard": "data", "shuffle_buffer": 10000}}
+yaml.safe_dump(job, open(f"{work}/job.yaml", "w"), sort_keys=False)
+PY
+    grep -q "$WORK/tfrecord/train-\*.tfrecord" "$WORK/job.yaml" ||
+      { echo "run_dlrm.sh: could not point the job at $WORK/tfrecord" >&2; exit 1; } ;;
+  tsv)
+    sed -i "s|data/criteo/|$WORK/tsv/|" "$WORK/job.yaml"
+    grep -q "path: $WORK/tsv/train-00000-of-00001.tsv.gz" "$WORK/job.yaml" ||
+      { echo "run_dlrm.sh: could not point the job at $WORK/tsv" >&2; exit 1; } ;;
+  *) echo "run_dlrm.sh: PS_INPUT must be tfrecord or tsv, not '$PS_INPUT'" >&2; exit 2 ;;
+esac
 # TF_INPUT=service (default): TF reads through a tf.data service job, every
 # row once per epoch as pscluster does; replicate: every TF worker reads the
 # whole file (plain tf.data, ~75 % distinct rows per epoch).
@@ -55,7 +79,7 @@ esac
 run_alternating tf_ps_dlrm.py
 LOADAVG_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-"$VPY" - "$WORK" "$OUT_JSON" "$EPOCHS" "$REPEATS" "$LOADAVG_BEFORE" "$LOADAVG_AFTER" <<'EOF'
+PS_INPUT="${PS_INPUT:-tfrecord}" "$VPY" - "$WORK" "$OUT_JSON" "$EPOCHS" "$REPEATS" "$LOADAVG_BEFORE" "$LOADAVG_AFTER" <<'EOF'
 import json, os, platform, statistics, sys, time
 work, out_path, epochs, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 loadavg_before, loadavg_after = sys.argv[5], sys.argv[6]
@@ -137,7 +161,9 @@ result = {
     "job": "examples/criteo_dlrm.yaml",
     "data": {"generator": "criteo_gen --rows %d --holdout_rows %d --shards 1 --seed %d --signal %g"
                           % (meta["train_rows"], meta["holdout_rows"], meta["seed"], meta["signal"]),
-             "pscluster_reads": "tsv.gz", "tensorflow_reads": "tfrecord (tf.Example)",
+             "pscluster_reads": {"tfrecord": "tfrecord (tf.Example), streamed",
+                                 "tsv": "tsv.gz, loaded whole"}[os.environ["PS_INPUT"]],
+             "tensorflow_reads": "tfrecord (tf.Example)",
              "bayes_auc": meta["bayes_auc"], "bayes_logloss": meta["bayes_logloss"],
              "same_bayes_auc_in_both_meta": meta["bayes_auc"] == meta_tfr["bayes_auc"],
              "check_rows": check},
