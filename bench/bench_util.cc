@@ -19,6 +19,12 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+double Percentile(std::vector<double>* v, double q) {
+  const size_t i = std::min(v->size() - 1, static_cast<size_t>(q * v->size()));
+  std::nth_element(v->begin(), v->begin() + i, v->end());
+  return (*v)[i];
+}
+
 std::string SizeLabel(int64_t bytes) {
   if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return absl::StrCat(bytes >> 20, " MiB");
   if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return absl::StrCat(bytes >> 10, " KiB");

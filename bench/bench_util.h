@@ -18,6 +18,9 @@ namespace bench {
 // REQUIRES: !v.empty().
 double Median(std::vector<double> v);
 
+// The q-quantile of *v (reordered in place). REQUIRES: !v->empty().
+double Percentile(std::vector<double>* v, double q);
+
 // "4 KiB", "16 MiB", or "N B" for sizes that are not whole KiB / MiB.
 std::string SizeLabel(int64_t bytes);
 

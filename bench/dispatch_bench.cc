@@ -74,53 +74,16 @@ struct Worker : bench::InProcessWorker {
   std::unique_ptr<GrpcWorkerClient> client;
 };
 
-// Records when each closure went out, for the latency of its result. Each
-// closure id is written and read by the one dispatch thread running it.
-class StampingClient final : public WorkerClient {
- public:
-  StampingClient(WorkerClient* inner, std::vector<int64_t>* sent_ns)
-      : inner_(inner), sent_(sent_ns) {}
-  std::string address() const override { return inner_->address(); }
-  absl::Status SetupJob(const SetupJobRequest& r, SetupJobResponse* out) override {
-    return inner_->SetupJob(r, out);
-  }
-  absl::Status RunClosure(const RunClosureRequest& r, absl::Duration timeout,
-                          RunClosureResponse* out) override {
-    (*sent_)[r.closure_id()] = absl::GetCurrentTimeNanos();
-    return inner_->RunClosure(r, timeout, out);
-  }
-  absl::Status RunClosures(const RunClosuresRequest& r, absl::Duration timeout,
-                           RunClosuresResponse* out) override {
-    const int64_t now = absl::GetCurrentTimeNanos();
-    for (const RunClosureRequest& c : r.closures()) (*sent_)[c.closure_id()] = now;
-    return inner_->RunClosures(r, timeout, out);
-  }
-  void CancelCalls() override { inner_->CancelCalls(); }
-  absl::Status Ping(const PingRequest& r, PingResponse* out) override {
-    return inner_->Ping(r, out);
-  }
-
- private:
-  WorkerClient* inner_;
-  std::vector<int64_t>* sent_;
-};
-
 struct Point {
   double rate = 0;  // closures (or pings) per second
   double p50_ms = 0, p99_ms = 0;
 };
 
-double Percentile(std::vector<double>* v, double q) {
-  const size_t i = std::min(v->size() - 1, static_cast<size_t>(q * v->size()));
-  std::nth_element(v->begin(), v->begin() + i, v->end());
-  return (*v)[i];
-}
-
 Point Summarise(int64_t n, absl::Duration elapsed, std::vector<double> latency_ms) {
   Point p;
   p.rate = n / absl::ToDoubleSeconds(elapsed);
-  p.p50_ms = Percentile(&latency_ms, 0.50);
-  p.p99_ms = Percentile(&latency_ms, 0.99);
+  p.p50_ms = bench::Percentile(&latency_ms, 0.50);
+  p.p99_ms = bench::Percentile(&latency_ms, 0.99);
   return p;
 }
 
@@ -156,9 +119,9 @@ absl::StatusOr<Point> RunDispatch(const std::vector<Worker*>& workers, int in_fl
                                   int64_t n) {
   std::vector<int64_t> sent_ns(n, 0);
   std::vector<double> latency(n, 0);
-  std::vector<std::unique_ptr<StampingClient>> clients;
+  std::vector<std::unique_ptr<bench::StampingClient>> clients;
   for (Worker* w : workers)
-    clients.push_back(std::make_unique<StampingClient>(w->client.get(), &sent_ns));
+    clients.push_back(std::make_unique<bench::StampingClient>(w->client.get(), &sent_ns));
   ClosureQueue queue;
   for (int64_t id = 0; id < n; ++id) {
     Closure c;

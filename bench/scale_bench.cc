@@ -218,36 +218,6 @@ class CountingHealthChecker final : public HealthChecker {
   std::atomic<int64_t> calls_{0}, failed_{0}, cpu_ns_{0};
 };
 
-// Stamps when each closure went out, for its latency (dispatch_bench's).
-class StampingClient final : public WorkerClient {
- public:
-  StampingClient(WorkerClient* inner, std::vector<int64_t>* sent_ns)
-      : inner_(inner), sent_(sent_ns) {}
-  std::string address() const override { return inner_->address(); }
-  absl::Status SetupJob(const SetupJobRequest& r, SetupJobResponse* out) override {
-    return inner_->SetupJob(r, out);
-  }
-  absl::Status RunClosure(const RunClosureRequest& r, absl::Duration timeout,
-                          RunClosureResponse* out) override {
-    (*sent_)[r.closure_id()] = absl::GetCurrentTimeNanos();
-    return inner_->RunClosure(r, timeout, out);
-  }
-  absl::Status RunClosures(const RunClosuresRequest& r, absl::Duration timeout,
-                           RunClosuresResponse* out) override {
-    const int64_t now = absl::GetCurrentTimeNanos();
-    for (const RunClosureRequest& c : r.closures()) (*sent_)[c.closure_id()] = now;
-    return inner_->RunClosures(r, timeout, out);
-  }
-  void CancelCalls() override { inner_->CancelCalls(); }
-  absl::Status Ping(const PingRequest& r, PingResponse* out) override {
-    return inner_->Ping(r, out);
-  }
-
- private:
-  WorkerClient* inner_;
-  std::vector<int64_t>* sent_;
-};
-
 struct DispatchPoint {
   int workers = 0;
   double rate = 0, p50_ms = 0, p99_ms = 0;
@@ -271,10 +241,10 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
   CountingHealthChecker watch_checker(&checker), probe_checker(&checker);
   std::vector<int64_t> sent_ns(closures, 0);
   std::vector<double> latency(closures, 0);
-  std::vector<std::unique_ptr<StampingClient>> clients;
+  std::vector<std::unique_ptr<bench::StampingClient>> clients;
   std::vector<WorkerClient*> client_ptrs;
   for (int w = 0; w < n; ++w) {
-    clients.push_back(std::make_unique<StampingClient>(all[w], &sent_ns));
+    clients.push_back(std::make_unique<bench::StampingClient>(all[w], &sent_ns));
     client_ptrs.push_back(clients.back().get());
   }
   HealthWatch::Options wo;

@@ -86,12 +86,6 @@ int64_t RssOf(pid_t pid) {
   return kb < 0 ? -1 : kb * 1024;
 }
 
-double Percentile(std::vector<double>* v, double q) {
-  const size_t i = std::min(v->size() - 1, static_cast<size_t>(q * v->size()));
-  std::nth_element(v->begin(), v->begin() + i, v->end());
-  return (*v)[i];
-}
-
 std::string LoadAverage() {
   std::ifstream in("/proc/loadavg");
   std::string a, b, c;

@@ -34,8 +34,6 @@ double ThreadCpuSeconds();
 // "Threads:" and VmRSS (bytes) of /proc/<pid>/status; -1 when unreadable.
 int ThreadsOf(pid_t pid);
 int64_t RssOf(pid_t pid);
-// The q-quantile of *v (reordered). REQUIRES: !v->empty().
-double Percentile(std::vector<double>* v, double q);
 // /proc/loadavg's three load averages, "0.52 0.61 0.70".
 std::string LoadAverage();
 
