@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Compiles the project's libraries and binaries with --config=clang
-# (-Wthread-safety -Werror=thread-safety; .bazelrc), in the clang output base
-# fuzz/fuzz_smoke.sh uses, so the toolchain is configured once. run_tests.sh
-# runs it as one counted case.
+# Checks the project's libraries and binaries with --config=clang
+# (-Wthread-safety -Werror=thread-safety; .bazelrc). The compiler is
+# tools/clang_syntax_only.sh: clang's front end only, where the analysis
+# runs, so nothing is optimized or generated. It has an output base of its
+# own (its toolchain differs from fuzz/fuzz_smoke.sh's plain clang).
+# run_tests.sh runs it as one counted case.
 #
 #   tools/thread_safety_build.sh [--output_base DIR] [--junit FILE]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-output_base="${PSCLUSTER_FUZZ_OUTPUT_BASE:-$HOME/.cache/bazel/pscluster-fuzz-$(pwd | md5sum | cut -c1-12)}"
+output_base="${PSCLUSTER_CLANG_OUTPUT_BASE:-$HOME/.cache/bazel/pscluster-clang-$(pwd | md5sum | cut -c1-12)}"
 junit=""
 while (($# > 0)); do
   case "$1" in
@@ -21,14 +23,16 @@ trap '"${bazel[@]}" shutdown >/dev/null 2>&1 || true' EXIT
 log="$(mktemp "${TMPDIR:-/tmp}/pscluster-clang.XXXXXX")"
 start=$SECONDS
 # Libraries and binaries; tests and benchmarks link the same libraries, the
-# fuzz targets are fuzz_smoke.sh's. Compiled only (the compilation_outputs
-# output group: object files, nothing linked): the analysis is a compiler
-# check, and the gcc build links the same code.
+# fuzz targets are fuzz_smoke.sh's, and protos/ is generated code. Compiled
+# only (the compilation_outputs output group: object files, nothing linked):
+# the analysis is a compiler check, and the gcc build links the same code.
 targets="$("${bazel[@]}" query --noshow_progress \
-  'kind("cc_(library|binary)", //...) except //fuzz/... except //bench/...' 2>/dev/null)"
+  'kind("cc_(library|binary)", //...) except //fuzz/... except //bench/... except //protos/...' \
+  2>/dev/null)"
 rc=0
 # shellcheck disable=SC2086
-"${bazel[@]}" build --config=clang --symlink_prefix=/ --keep_going \
+"${bazel[@]}" build --config=clang --repo_env=CC="$PWD/tools/clang_syntax_only.sh" \
+  --symlink_prefix=/ --keep_going \
   --output_groups=compilation_outputs $targets > "$log" 2>&1 || rc=$?
 elapsed=$((SECONDS - start))
 message=""
