@@ -2,7 +2,7 @@
 # Issue 24's must-show: DLRM (examples/criteo_dlrm.yaml's model) streaming a
 # Criteo-layout TFRecord set of at least 12 GiB on 2 PS x 2 workers.
 #
-#   bench/criteo_stream.sh [--data DIR] [--rows N] [--slice_rows N] [--rounds N]
+#   bench/criteo_stream.sh [--data DIR] [--rows N] [--slice_rows N] [--rounds N] [--slice_only]
 #
 # 1. The big set: datagen/criteo_gen writes --rows rows (default 18,500,000:
 #    ~12.9 GB of tf.Example TFRecord in 48 shards) and 100,000 held-out rows
@@ -16,6 +16,8 @@
 # 3. The big run: one epoch over the big set, streaming. Every worker's
 #    VmRSS and VmHWM are sampled each second from /proc; the job's
 #    examples/s and holdout AUC against the Bayes-optimal AUC.
+#    --slice_only: steps 2 alone (no big set), results in
+#    bench/results/<date>-criteo-stream-slice.{json,md}.
 # Results: bench/results/<date>-criteo-stream.{json,md}. Nothing here is
 # part of ./run_tests.sh; run it on a quiet machine (it prints the load).
 set -euo pipefail
@@ -25,12 +27,14 @@ data=data/criteo12g
 rows=18500000
 slice_rows=400000
 rounds=3
+slice_only=0
 while (($# > 0)); do
   case "$1" in
     --data) data="$2"; shift 2 ;;
     --rows) rows="$2"; shift 2 ;;
     --slice_rows) slice_rows="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
+    --slice_only) slice_only=1; shift ;;
     *) echo "criteo_stream: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +47,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/criteo-stream.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 slice=data/criteo-slice-$slice_rows
 
-if [[ ! -f $data/meta.json ]]; then
+if ((slice_only == 0)) && [[ ! -f $data/meta.json ]]; then
   echo "criteo_stream: generating $rows rows into $data (TFRecord, 48 shards)"
   "$bin/datagen/criteo_gen" --out "$data" --rows "$rows" --shards 48 --holdout_rows 100000 \
     --holdout_shards 1 --format tfrecord --signal 1
@@ -53,8 +57,11 @@ if [[ ! -f $slice/meta.json ]]; then
   "$bin/datagen/criteo_gen" --out "$slice" --rows "$slice_rows" --shards 4 --holdout_rows 20000 \
     --holdout_shards 1 --format both --compress none --signal 1
 fi
-bytes=$(du -cb "$data"/train-*.tfrecord | tail -1 | cut -f1)
-echo "criteo_stream: $data holds $bytes bytes of training TFRecord"
+bytes=0
+if ((slice_only == 0)); then
+  bytes=$(du -cb "$data"/train-*.tfrecord | tail -1 | cut -f1)
+  echo "criteo_stream: $data holds $bytes bytes of training TFRecord"
+fi
 
 # The three jobs: examples/criteo_dlrm.yaml's model and optimizer, its data
 # section replaced.
@@ -114,11 +121,43 @@ for ((r = 1; r <= rounds; ++r)); do
     "$python" -c "import json,sys; r=json.load(open(sys.argv[1])); print('  round $r $name:', r['state'], '%.0f examples/s' % r['examples_per_sec'], 'AUC %.4f' % r['eval_auc'])" "$work/$name.json"
   done
 done
+date="$(date -u +%Y-%m-%d)"
+if ((slice_only)); then
+  echo "criteo_stream: load after: $(uptime)"
+  "$python" - "$work" "$rounds" "$slice" "$date" <<'PY'
+import json, statistics, sys
+work, rounds, sl, date = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+runs = {n: [json.load(open(f"{work}/{n}.{r}.json")) for r in range(1, rounds + 1)]
+        for n in ("slice-memory", "slice-stream")}
+rate = {n: statistics.median(r["examples_per_sec"] for r in v) for n, v in runs.items()}
+res = {"date": date, "slice": sl, "rounds": rounds,
+       "examples_per_sec": {n: [r["examples_per_sec"] for r in v] for n, v in runs.items()},
+       "eval_auc": {n: [r["eval_auc"] for r in v] for n, v in runs.items()},
+       "memory_examples_per_sec": rate["slice-memory"],
+       "stream_examples_per_sec": rate["slice-stream"],
+       "ratio": rate["slice-stream"] / rate["slice-memory"]}
+json.dump(res, open(f"bench/results/{date}-criteo-stream-slice.json", "w"), indent=1)
+per = lambda n, k, f: ", ".join(f % x for x in res[k][n])
+md = f"""# DLRM on a Criteo-layout slice: streaming TFRecord against in-memory TSV ({date})
+
+{sl}, 2 PS x 2 workers, `psctl local`, {rounds} interleaved rounds
+(`bench/criteo_stream.sh --slice_only`).
+
+| path | examples/s per round | median | holdout AUC per round |
+|---|---|---:|---|
+| in-memory (TSV, loaded whole) | {per("slice-memory", "examples_per_sec", "%.0f")} | {rate["slice-memory"]:.0f} | {per("slice-memory", "eval_auc", "%.4f")} |
+| streaming (TFRecord) | {per("slice-stream", "examples_per_sec", "%.0f")} | {rate["slice-stream"]:.0f} | {per("slice-stream", "eval_auc", "%.4f")} |
+
+Streaming / in-memory: **{res["ratio"]:.2f}** (target >= 0.9).
+"""
+open(f"bench/results/{date}-criteo-stream-slice.md", "w").write(md)
+print(md)
+PY
+  exit 0
+fi
 echo "criteo_stream: the big run ($rows rows), load: $(uptime)"
 run big-stream
 echo "criteo_stream: load after: $(uptime)"
-
-date="$(date -u +%Y-%m-%d)"
 "$python" - "$work" "$rounds" "$data" "$bytes" "$date" <<'PY'
 import json, statistics, sys
 work, rounds, data, nbytes, date = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]

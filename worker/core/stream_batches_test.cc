@@ -188,5 +188,46 @@ TEST(StreamBatchesTest, AMissingFileIsNotFound) {
   EXPECT_TRUE(absl::IsNotFound(status)) << status;
 }
 
+TEST(StreamBatchesTest, RecordsLeftUnreadFailFinishAndTheParserStopsWithTheStream) {
+  Fixture f("csv", /*skip=*/false);
+  const std::string path = WriteFile("left.tsv", Rows(100));
+  absl::StatusOr<RowEncoder> encoder = RowEncoder::Create(f.source, f.model, "test");
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
+  {
+    StreamBatches stream(f.source, &*encoder, Split(path, 0, 100), /*seed=*/7, false);
+    Dataset d;
+    ASSERT_TRUE(stream.Next(10, &d).ok());
+    EXPECT_EQ(d.count, 10);
+    // Another batch size while a full batch is ready.
+    EXPECT_EQ(stream.Next(3, &d).code(), absl::StatusCode::kFailedPrecondition);
+    const absl::Status finish = stream.Finish();
+    EXPECT_EQ(finish.code(), absl::StatusCode::kFailedPrecondition) << finish;
+    EXPECT_NE(finish.message().find("left unread"), std::string::npos) << finish;
+  }  // destroyed with the parser blocked on a full queue: joins, no hang
+  {
+    StreamBatches stream(f.source, &*encoder, Split(path, 0, 100), /*seed=*/7, false);
+  }  // never read: no parser was started
+}
+
+TEST(StreamBatchesTest, AShortLastBatchMayAskForFewer) {
+  Fixture f("csv", /*skip=*/false);
+  const std::string path = WriteFile("short.tsv", Rows(25));
+  absl::StatusOr<RowEncoder> encoder = RowEncoder::Create(f.source, f.model, "test");
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
+  StreamBatches stream(f.source, &*encoder, Split(path, 0, 25), /*seed=*/7, false);
+  Dataset d;
+  int64_t total = 0;
+  for (int64_t left = 25; left > 0; left -= 10) {
+    ASSERT_TRUE(stream.Next(std::min<int64_t>(10, left), &d).ok());
+    EXPECT_EQ(d.count, std::min<int64_t>(10, left));
+    total += d.count;
+  }
+  EXPECT_EQ(total, 25);
+  ASSERT_TRUE(stream.Next(10, &d).ok());
+  EXPECT_EQ(d.count, 0);
+  EXPECT_TRUE(stream.Finish().ok());
+  EXPECT_EQ(stream.corrupt(), 0);
+}
+
 }  // namespace
 }  // namespace pscluster
