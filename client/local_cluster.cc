@@ -1,17 +1,22 @@
 #include "client/local_cluster.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/update_lease.h"
 
 namespace pscluster {
 namespace {
@@ -102,6 +107,30 @@ absl::StatusOr<bool> BinaryHasFlag(const std::string& bin, const std::string& fl
   return help.find(absl::StrCat("-", flag, " ")) != std::string::npos;
 }
 
+namespace {
+
+// Writes RUN_DIR/join_token (a fresh random secret, mode 0600) and passes it
+// to the coordinator if it knows --join_token_file. Returns the file, or ""
+// when the coordinator takes no registrations (or the file cannot be made).
+std::string AddJoinToken(const LocalClusterOptions& options, std::vector<std::string>* flags) {
+  const std::string scratch = options.run_dir + "/join_token.helpfull";
+  absl::StatusOr<bool> has = BinaryHasFlag(options.coordinator_bin, "join_token_file", scratch);
+  unlink(scratch.c_str());
+  if (!has.ok() || !*has) return "";
+  const std::string path = options.run_dir + "/join_token";
+  unlink(path.c_str());
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return "";
+  const std::string token = absl::BytesToHexString(RandomSecret()) + "\n";
+  const bool written = write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  close(fd);
+  if (!written) return "";
+  flags->push_back("--join_token_file=" + path);
+  return path;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
   if (options.num_ps < 0 || options.num_workers < 1) {
@@ -125,7 +154,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                               options.server_flags.end());
   }
   for (int i = 0; i < options.num_workers; ++i) {
-    add(absl::StrCat("worker-", i), options.worker_server_bin);
+    if (options.worker_command.empty()) {
+      add(absl::StrCat("worker-", i), options.worker_server_bin);
+    } else {
+      add(absl::StrCat("worker-", i), options.worker_command[0]);
+      slots.back().bin_args.assign(options.worker_command.begin() + 1,
+                                   options.worker_command.end());
+    }
     slots.back().flags = options.worker_flags;
     slots.back().flags.insert(slots.back().flags.end(), options.server_flags.begin(),
                               options.server_flags.end());
@@ -155,9 +190,19 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                            options.coordinator_flags.end());
   coordinator.flags.insert(coordinator.flags.end(), options.server_flags.begin(),
                            options.server_flags.end());
+  // Elastic workers (docs/elastic_workers.md): a join token in the run
+  // directory, so that workers started by hand may join the running job.
+  const std::string join_token = AddJoinToken(options, &coordinator.flags);
   if (absl::Status s = cluster->Launch(&coordinator, /*restart=*/false); !s.ok()) return s;
   if (absl::Status s = cluster->WaitForPorts(servers, slots.size()); !s.ok()) return s;
   cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator.port);
+  if (!join_token.empty()) {
+    std::fprintf(stderr,
+                 "psctl: workers may join: %s --coordinator=%s --join_token_file=%s "
+                 "--address=127.0.0.1:0 [--data_root=...]; SIGTERM one to remove it\n",
+                 options.worker_server_bin.c_str(), cluster->coordinator_address_.c_str(),
+                 join_token.c_str());
+  }
   return cluster;
 }
 
@@ -170,8 +215,10 @@ absl::Status LocalCluster::Launch(Slot* slot, bool restart) {
   unlink(port_file.c_str());
   SpawnOptions spawn;
   spawn.name = slot->name;
-  spawn.argv = {slot->bin, absl::StrCat("--address=127.0.0.1:", slot->port),
-                "--port_file=" + port_file};
+  spawn.argv = {slot->bin};
+  spawn.argv.insert(spawn.argv.end(), slot->bin_args.begin(), slot->bin_args.end());
+  spawn.argv.push_back(absl::StrCat("--address=127.0.0.1:", slot->port));
+  spawn.argv.push_back("--port_file=" + port_file);
   if (options_.metrics) {
     spawn.argv.push_back(absl::StrCat("--metrics_address=127.0.0.1:", slot->metrics_port));
   }

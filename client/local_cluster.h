@@ -64,6 +64,10 @@ struct LocalClusterOptions {
   std::string ps_server_bin;
   std::string worker_server_bin;
   std::string coordinator_bin;
+  // The workers' command before their flags, replacing worker_server_bin
+  // when set, e.g. {"/usr/bin/python3", "-m", "pscluster.worker"} for
+  // Python workers (python/pscluster/worker.py); [0] is an executable path.
+  std::vector<std::string> worker_command;
   // Extra flags for every start of the coordinator (e.g. --state_dir=...)
   // and of each worker.
   std::vector<std::string> coordinator_flags;
@@ -136,6 +140,7 @@ class LocalCluster {
   struct Slot {
     std::string name;
     std::string bin;
+    std::vector<std::string> bin_args;  // right after bin (worker_command's rest)
     std::vector<std::string> flags;  // after --address and --port_file
     int port = 0;                    // 0 until the first port file is read
     int metrics_port = 0;            // likewise, with options.metrics

@@ -112,6 +112,20 @@ TEST(LocalClusterTest, StartsServersThenTheCoordinatorWithTheirAddresses) {
   EXPECT_FALSE(Exists(pids.coordinator));
 }
 
+TEST(LocalClusterTest, WorkerCommandReplacesTheWorkerBinary) {
+  // As Cluster.local(worker="python") starts python3 -m pscluster.worker.
+  LocalClusterOptions options = FakeOptions("worker_command");
+  options.num_workers = 1;
+  options.worker_server_bin = "/nonexistent/worker_server";
+  options.worker_command = {"/bin/sh", Runfile("client/testdata/fake_server.sh"), "-m-like"};
+  auto cluster = LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  // The command's arguments come first, then the server flags.
+  EXPECT_THAT(ReadAll(options.run_dir + "/worker-0.log"),
+              HasSubstr("args: -m-like --address=127.0.0.1:0 --port_file="));
+  (*cluster)->Stop(absl::Seconds(5));
+}
+
 TEST(RestartDelayTest, DoublesFromInitialUpToMax) {
   const RestartPolicy policy;  // 0.2 s doubling to 5 s
   EXPECT_EQ(RestartDelay(policy, 1), absl::Milliseconds(200));

@@ -34,6 +34,9 @@ nlohmann::json JobStatusJson(const JobStatusProto& s) {
   j["examples"] = s.examples();
   j["examples_per_sec"] = s.examples_per_sec();
   j["corrupt_records"] = s.corrupt_records();
+  // docs/staleness.md
+  j["max_closure_staleness"] = s.max_closure_staleness();
+  j["max_push_staleness"] = s.max_push_staleness();
   j["wall_seconds"] = s.wall_seconds();
   j["backend"] = s.backend();
   j["compute_seconds"] = s.compute_seconds();

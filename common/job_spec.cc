@@ -232,13 +232,23 @@ void ParseData(const YAML::Node& n, DataSpec* d) {
 }
 
 void ParseTrain(const YAML::Node& n, TrainSpec* t) {
-  CheckKeys(n, "train", {"epochs", "steps_per_closure", "closures_per_worker", "closures_per_rpc"});
+  CheckKeys(n, "train", {"epochs", "steps_per_closure", "closures_per_worker", "closures_per_rpc",
+                         "max_staleness", "staleness_lr"});
   if (n["epochs"]) t->epochs = Int(n["epochs"], "train.epochs", 1, JobLimits::kMaxEpochs);
   if (n["steps_per_closure"]) t->steps_per_closure = Int(n["steps_per_closure"], "train.steps_per_closure", 1, JobLimits::kMaxStepsPerClosure);
   if (n["closures_per_worker"]) {
     t->closures_per_worker = Int(n["closures_per_worker"], "train.closures_per_worker", 1, JobLimits::kMaxClosuresPerWorker);
   }
   if (n["closures_per_rpc"]) t->closures_per_rpc = Int(n["closures_per_rpc"], "train.closures_per_rpc", 1, JobLimits::kMaxClosuresPerRpc);
+  if (YAML::Node s = n["max_staleness"]) {
+    t->max_staleness = Int(s, "train.max_staleness", 0, JobLimits::kMaxStaleness);
+  }
+  if (YAML::Node l = n["staleness_lr"]) {
+    const std::string v = Str(l, "train.staleness_lr");
+    if (v == "none") t->staleness_lr = TrainSpec::StalenessLr::kNone;
+    else if (v == "inverse") t->staleness_lr = TrainSpec::StalenessLr::kInverse;
+    else Fail(l, absl::StrCat("unknown train.staleness_lr '", v, "' (expected none or inverse)"));
+  }
 }
 
 // The data must provide what the model's inputs need.
@@ -428,6 +438,16 @@ JobSpec ParseRoot(const YAML::Node& root) {
   ParseData(Required(root, "data", "the job spec"), &spec.data);
   CheckInputs(root, spec);
   if (root["train"]) ParseTrain(root["train"], &spec.train);
+  if (spec.train.staleness_lr == TrainSpec::StalenessLr::kInverse) {
+    // The PS scales the rate of each push (ps/core/optimizer.h).
+    if (spec.optimizer.type() == "ftrl") {
+      Fail(root["train"]["staleness_lr"],
+           "train.staleness_lr: inverse needs optimizer sgd, momentum, adagrad or adam (ftrl "
+           "takes only its constant rate)");
+    }
+    spec.optimizer.set_inverse_staleness_lr(true);
+    spec.base_optimizer.set_inverse_staleness_lr(true);
+  }
   if (root["checkpoint"]) ParseCheckpoint(root["checkpoint"], &spec.checkpoint);
   if (root["summaries"]) ParseSummaries(root["summaries"], &spec.summaries);
   if (root["eval"]) job_spec_internal::ParseEval(root["eval"], &spec);

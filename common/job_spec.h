@@ -73,6 +73,7 @@ struct JobLimits {
   static constexpr int64_t kMaxStepsPerClosure = 1000000;
   static constexpr int64_t kMaxClosuresPerWorker = 64;               // dispatch threads per worker
   static constexpr int64_t kMaxClosuresPerRpc = 1024;
+  static constexpr int64_t kMaxStaleness = 1000000;                   // train.max_staleness
   static constexpr int64_t kMaxExamples = int64_t{1} << 40;          // limit, num_examples, every_steps
   static constexpr int64_t kMaxIdSpace = int64_t{1} << 62;           // synthetic_ctr id_space
   static constexpr int64_t kMaxShards = 4096;                        // partitioner shards
@@ -345,6 +346,21 @@ struct TrainSpec {
   // retried on its own. 1 (default) is one RunClosure RPC per closure; more
   // pays off only when a closure costs less than an RPC.
   int64_t closures_per_rpc = 1;
+  // Bounded staleness (ps-lite's bounded delay; docs/staleness.md) of a
+  // parameter_server job's training closures, numbered in the order the
+  // coordinator queues them: closure k starts only once every closure
+  // numbered below k - max_staleness has finished, so each closure starts
+  // with at most max_staleness earlier closures unfinished (its measured
+  // staleness). 0 runs the closures one after another; -1 (absent):
+  // unbounded. In [0, JobLimits::kMaxStaleness] when given. Other strategies
+  // have no stale closures and ignore it.
+  int64_t max_staleness = -1;
+  // Staleness-aware learning rates (Zhang et al. 2016): kInverse makes the
+  // PS apply each push at lr / max(1, s), s the pushes it applied to the
+  // job between the step's pull and this push (the push carries the
+  // version its gradient was computed on).
+  enum class StalenessLr { kNone, kInverse };
+  StalenessLr staleness_lr = StalenessLr::kNone;
 };
 
 struct CheckpointSpec {

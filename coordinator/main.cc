@@ -15,6 +15,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +44,7 @@
 #include "coordinator/core/cluster_probe.h"
 #include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/job_manager.h"
+#include "coordinator/core/worker_roster.h"
 #include "coordinator/service/coordinator_service.h"
 #include "coordinator/service/grpc_health_checker.h"
 #include "coordinator/service/grpc_worker_client.h"
@@ -79,6 +82,12 @@ ABSL_FLAG(std::string, run_job, "",
           "TFJob's Chief: the TFJob succeeds when its chief exits 0). With --state_dir, a "
           "restarted coordinator that resumes an unfinished job of the same name follows that "
           "job instead of submitting another. SIGTERM/SIGINT: exit 128+signal, job not ended");
+ABSL_FLAG(std::string, join_token_file, "",
+          "elastic workers (docs/elastic_workers.md): a file whose first line is the secret a "
+          "worker_server started with --coordinator=THIS --join_token_file=SAME shows to join "
+          "the cluster while jobs run, and to leave it on SIGTERM (with TLS it also needs a "
+          "certificate that may be a worker's). Empty: the workers are fixed and "
+          "RegisterWorker is refused");
 ABSL_FLAG(std::vector<std::string>, data_root, {pscluster::kDefaultDataRoot},
           "comma-separated directories a job's data files must lie under (symlinks resolved); "
           "a job naming another file is refused. Default: /usr/share/datasets, where Debian's "
@@ -245,7 +254,46 @@ int main(int argc, char** argv) {
     copies.push_back(copy_clients.back().get());
   }
   pscluster::GrpcHealthChecker health(ps_addresses, worker_addresses);
+  // Elastic workers: the roster the cluster's workers start it, those that
+  // register join it (a client and a health check each, at its index).
+  std::string join_token;
+  if (const std::string file = absl::GetFlag(FLAGS_join_token_file); !file.empty()) {
+    std::ifstream in(file);
+    std::getline(in, join_token);
+    while (!join_token.empty() && std::isspace(static_cast<unsigned char>(join_token.back()))) {
+      join_token.pop_back();
+    }
+    if (!in && join_token.empty()) {
+      std::cerr << "coordinator: --join_token_file: cannot read " << file << "\n";
+      return pscluster::kExitBadFlags;
+    }
+    if (join_token.size() < 16) {
+      std::cerr << "coordinator: --join_token_file: " << file
+                << ": the token (first line) must have at least 16 characters\n";
+      return pscluster::kExitBadFlags;
+    }
+  }
+  std::unique_ptr<pscluster::WorkerRoster> roster;
+  if (!join_token.empty()) {
+    pscluster::WorkerRoster::Options o;
+    o.probe = [](const std::string& address) {
+      pscluster::GrpcHealthChecker once({}, {address}, std::chrono::milliseconds(2000));
+      return once.CheckWorker(0);
+    };
+    o.connect = [&health](const std::string& address, int index)
+        -> std::unique_ptr<pscluster::WorkerClient> {
+      const int checked = health.AddWorker(address);
+      if (checked != index) {
+        spdlog::error("worker {} joined as {} but is health-checked as {}", address, index,
+                      checked);
+      }
+      spdlog::info("worker {} joined the cluster as worker {}", address, index);
+      return std::make_unique<pscluster::GrpcWorkerClient>(address);
+    };
+    roster = std::make_unique<pscluster::WorkerRoster>(workers, std::move(o));
+  }
   pscluster::JobRunnerOptions runner_options;
+  runner_options.roster = roster.get();
   runner_options.ps_addresses = ps_addresses;
   runner_options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   runner_options.health = &health;
@@ -304,6 +352,10 @@ int main(int argc, char** argv) {
     spdlog::warn("bearer tokens travel in plaintext without TLS (--tls_cert/--tls_key/--tls_ca)");
   }
   pscluster::CoordinatorService service(jobs.get(), registry, std::move(auth));
+  if (roster != nullptr) {
+    service.EnableRegistration(roster.get(), join_token);
+    spdlog::info("elastic workers: workers may join with --coordinator and the join token");
+  }
   metrics->SetJobSource([manager = jobs.get()] { return manager->List(); });
 
   options->health_services = {pscluster::Coordinator::service_full_name()};
@@ -321,6 +373,9 @@ int main(int argc, char** argv) {
   probe_options.num_ps = static_cast<int>(ps_addresses.size());
   probe_options.num_workers = static_cast<int>(worker_addresses.size());
   probe_options.metrics = metrics.get();
+  if (roster != nullptr) {
+    probe_options.worker_indices = [r = roster.get()] { return r->ActiveIndices(); };
+  }
   probe_options.on_reachable = [running = server->get()](bool reachable) {
     if (!reachable) spdlog::warn("cluster not reachable: health NOT_SERVING until every task answers");
     running->SetServing(pscluster::Coordinator::service_full_name(), reachable);

@@ -8,7 +8,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <cctype>
 #include <cstdio>
+#include <fstream>
 #include <filesystem>
 #include <memory>
 #include <cstdlib>
@@ -34,6 +38,7 @@
 #include "worker/core/cpu_backend.h"
 #include "worker/core/collective.h"
 #include "worker/core/mirrored_ps_client.h"
+#include "worker/cluster_membership.h"
 #include "worker/core/worker_state.h"
 #include "worker/service/collective_service.h"
 #include "worker/service/worker_service.h"
@@ -58,12 +63,72 @@ ABSL_FLAG(double, job_hold_timeout_s, 600,
           "a job set up by a coordinator holds this worker: another job's SetupJob is refused "
           "unless that coordinator releases it, or until it has sent no signed request for "
           "this long (it is gone)");
+ABSL_FLAG(std::string, coordinator, "",
+          "elastic workers (docs/elastic_workers.md): the coordinator's host:port. The worker "
+          "registers there once it serves (with --join_token_file), joining a running job within "
+          "seconds, and on SIGTERM leaves gracefully: the coordinator stops dispatching to it, "
+          "its closures in flight finish, and it exits 0. Empty: a fixed member of the cluster "
+          "file / --workers (SIGTERM just stops it)");
+ABSL_FLAG(std::string, join_token_file, "",
+          "with --coordinator: the file holding the coordinator's join token (its "
+          "--join_token_file)");
+ABSL_FLAG(std::string, advertise_address, "",
+          "with --coordinator: the host:port the coordinator reaches this worker at. Default: "
+          "--address's host (this machine's hostname for 0.0.0.0) and the port it serves on");
+ABSL_FLAG(double, leave_timeout_s, 60,
+          "with --coordinator: on SIGTERM, how long the coordinator may wait for this worker's "
+          "closures in flight before it exits anyway (what is left is re-run elsewhere, not "
+          "counted as a failure)");
 ABSL_FLAG(int, compute_threads, 0,
           "threads of the CPU backend's matrix products (OpenBLAS); 0: one per core. Give "
           "workers that share a machine a share of its cores, and a worker of jobs with "
           "`devices: N` 1/N of its share (psctl local does both).");
 
 namespace pscluster {
+namespace {
+
+// --coordinator and its flags, for ClusterMembership; `host` and `port`
+// are where this worker serves.
+absl::StatusOr<ClusterMembership::Options> MembershipOptions(const std::string& coordinator,
+                                                             const std::string& host, int port) {
+  ClusterMembership::Options o;
+  o.coordinator = coordinator;
+  if (absl::Status s = CheckHostPort(coordinator); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--coordinator: ", s.message()));
+  }
+  const std::string token_file = absl::GetFlag(FLAGS_join_token_file);
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) return absl::InvalidArgumentError("--join_token_file: cannot read " + token_file);
+    std::getline(in, o.join_token);
+    while (!o.join_token.empty() && std::isspace(static_cast<unsigned char>(o.join_token.back()))) {
+      o.join_token.pop_back();
+    }
+  }
+  o.address = absl::GetFlag(FLAGS_advertise_address);
+  if (o.address.empty()) {
+    std::string h = host;
+    if (h.empty() || h == "0.0.0.0" || h == "[::]" || h == "::") {
+      char name[256] = {0};
+      if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
+        return absl::InvalidArgumentError(
+            "--advertise_address: this worker listens on every interface and has no hostname; "
+            "say where the coordinator reaches it");
+      }
+      h = name;
+    }
+    o.address = absl::StrCat(h, ":", port);
+  }
+  if (absl::Status s = CheckHostPort(o.address); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--advertise_address: ", s.message()));
+  }
+  const double leave = absl::GetFlag(FLAGS_leave_timeout_s);
+  if (!(leave >= 0)) return absl::InvalidArgumentError("--leave_timeout_s must be >= 0");
+  o.leave_wait = absl::Seconds(leave);
+  return o;
+}
+
+}  // namespace
 
 int RunWorkerServer(int argc, char** argv, const WorkerServerOptions& worker) {
   const std::string name = worker.name;
@@ -178,7 +243,38 @@ int RunWorkerServer(int argc, char** argv, const WorkerServerOptions& worker) {
   std::fflush(stdout);
   spdlog::info("worker serving on port {}, metrics port {}", (*server)->port(),
                (*server)->metrics_port());
+  // Elastic workers: join the coordinator's cluster now, leave it on SIGTERM.
+  std::unique_ptr<pscluster::ClusterMembership> membership;
+  if (const std::string coordinator = absl::GetFlag(FLAGS_coordinator); !coordinator.empty()) {
+    absl::StatusOr<pscluster::ClusterMembership::Options> m =
+        MembershipOptions(coordinator, host, (*server)->port());
+    absl::Status s = m.status();
+    if (s.ok()) {
+      membership = std::make_unique<pscluster::ClusterMembership>(*std::move(m));
+      s = membership->Join();
+    }
+    if (!s.ok()) {
+      std::cerr << name << ": " << s.message() << "\n";
+      (*server)->Shutdown();
+      return 1;
+    }
+  }
   pscluster::WaitForTerminationSignal();
+  if (membership != nullptr) {
+    // A preemption notice: the coordinator stops dispatching here and
+    // answers once the closures in flight finished.
+    spdlog::info("leaving the cluster: waiting for the closures in flight");
+    int in_flight = 0;
+    if (absl::Status s = membership->Leave(&in_flight); !s.ok()) {
+      spdlog::warn("{}; shutting down anyway", std::string(s.message()));
+    } else if (in_flight > 0) {
+      spdlog::warn("left the cluster with {} closure call(s) still in flight after "
+                   "--leave_timeout_s; they are re-run elsewhere",
+                   in_flight);
+    } else {
+      spdlog::info("left the cluster with nothing in flight");
+    }
+  }
   spdlog::info("worker shutting down");
   (*server)->Shutdown();
   return 0;

@@ -136,10 +136,20 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       for (Closure& c : batch) queue->PutBack(std::move(c));
       continue;
     }
+    WorkerRoster* const roster = options.roster;
+    if (roster != nullptr && !roster->BeginCall(options.roster_index)) {
+      // The worker is leaving the cluster: its closures go to others, untried.
+      for (Closure& c : batch) queue->PutBack(std::move(c));
+      return;
+    }
     const int64_t losses_before = Load(options.worker_losses);
     RunBatch(worker, options, batch, &status, &responses);
+    if (roster != nullptr) roster->EndCall(options.roster_index);
     // Counted up by the health loop before it cancelled the call.
     const bool worker_lost = Load(options.worker_losses) != losses_before;
+    // It left the cluster during the call (its leave wait ran out): what
+    // failed is handed back, as a preemption, not a failure.
+    const bool worker_left = roster != nullptr && !roster->active(options.roster_index);
 
     bool failed = false;   // a closure failed for good: the queue is stopped
     bool retried = false;  // some closure goes back to the queue
@@ -151,7 +161,7 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       const absl::Status& s = status[i];
       if (s.ok()) {
         if (options.on_success) options.on_success(c, responses[i]);
-        queue->Done();
+        queue->Done(c);
         continue;
       }
       // A PS outage is not the closure's fault: it is retried without
@@ -173,6 +183,13 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
                                  : absl::StrCat(", records [", c.split.begin(), ", ",
                                                 c.split.end(), ") of ", c.split.path()),
                              ")");
+      if (worker_left) {
+        spdlog::info("job {}: {} was in flight on worker {}, which left the cluster ({}); "
+                     "handing it back",
+                     options.job_id, what, worker->address(), s.ToString());
+        queue->PutBack(c);
+        continue;
+      }
       if (worker_lost) {
         // Cancelled because the worker was declared lost meanwhile: not the
         // closure's fault, and not counted.
@@ -215,7 +232,7 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
       if (absl::IsUnavailable(s) && !IsPsError(s)) worker_unavailable = true;
       if (absl::IsFailedPrecondition(s)) lost_job = true;
     }
-    if (failed) return;
+    if (failed || worker_left) return;
     if (!retried) continue;
     if (worker_unavailable && options.worker_down != nullptr) *options.worker_down = true;
     // Back off before this worker takes more work, so healthy workers pick

@@ -21,6 +21,7 @@
 #include "coordinator/core/closure_deadline.h"
 #include "coordinator/core/closure_queue.h"
 #include "coordinator/core/worker_client.h"
+#include "coordinator/core/worker_roster.h"
 #include "protos/worker.pb.h"
 
 namespace pscluster {
@@ -87,6 +88,13 @@ struct DispatchOptions {
   // each call that succeeded. Not owned; shared by the phase's dispatch
   // threads. Null: no deadline of its own (the WorkerClient's longest).
   ClosureDeadline* deadline = nullptr;
+  // Elastic workers (worker_roster.h): each call to this worker is
+  // bracketed by roster->BeginCall/EndCall(roster_index); the loop ends once
+  // the worker leaves (closures it took go back untried), and the closures
+  // of a call that failed because the worker left go back without counting
+  // an attempt (handed back, not retried). Null: a fixed worker.
+  WorkerRoster* roster = nullptr;
+  int roster_index = -1;
 };
 
 // Runs closures from `queue` on `worker` until the queue is drained or

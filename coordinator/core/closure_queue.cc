@@ -7,7 +7,19 @@ namespace pscluster {
 void ClosureQueue::Put(Closure closure) {
   absl::MutexLock lock(&mu_);
   closure.queued_at = now_();
-  if (!stopped_) queue_.push_back(std::move(closure));
+  if (stopped_) return;
+  if (delay_.has_value()) closure.sequence = delay_->Add();
+  queue_.push_back(std::move(closure));
+}
+
+void ClosureQueue::BoundStaleness(int64_t max_staleness) {
+  absl::MutexLock lock(&mu_);
+  delay_.emplace(max_staleness);
+}
+
+int64_t ClosureQueue::max_staleness_observed() const {
+  absl::MutexLock lock(&mu_);
+  return delay_.has_value() ? delay_->max_observed() : 0;
 }
 
 void ClosureQueue::SetOpen(bool open) {
@@ -42,7 +54,9 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
     if (queue_.empty()) return in_flight_ == 0 && !open_;
     const absl::Time now = now_();
     return std::any_of(queue_.begin(), queue_.end(),
-                       [&](const Closure& c) { return Eligible(c, worker, now); });
+                       [&](const Closure& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                         return Eligible(c, worker, now);
+                       });
   };
   // A closure queued for another worker is waited for with a timed wait.
   auto waiting_on_time = [this, worker]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -76,6 +90,7 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
   const size_t want = static_cast<size_t>(std::max(max, 1));
   for (auto it = queue_.begin(); it != queue_.end() && taken.size() < want;) {
     if (Eligible(*it, worker, now)) {
+      if (delay_.has_value()) it->staleness = delay_->Start(it->sequence);
       taken.push_back(std::move(*it));
       it = queue_.erase(it);
     } else {
@@ -89,6 +104,12 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
 void ClosureQueue::Done() {
   absl::MutexLock lock(&mu_);
   --in_flight_;
+}
+
+void ClosureQueue::Done(const Closure& closure) {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+  if (delay_.has_value()) delay_->Finish(closure.sequence);
 }
 
 void ClosureQueue::PutBack(Closure closure) {

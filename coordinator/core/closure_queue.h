@@ -16,6 +16,13 @@
 // not end it, so the dispatch threads wait for more; closing it lets them
 // end.
 //
+// With BoundStaleness(S) the queue also keeps ps-lite's bounded delay
+// (bounded_delay.h): closures are numbered as they are Put, and closure k is
+// handed out only once every closure numbered below k - S is Done(closure);
+// each closure taken carries its measured staleness. A retry keeps its
+// number, so a closure of a lost worker holds the others only until it is
+// put back.
+//
 // Time (queued_at, the locality wait) is read from the clock given to the
 // constructor: absl::Now by default, a fake one in tests. Thread-safe; the
 // clock is called with the queue's lock held, so it must not call back into
@@ -37,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "coordinator/core/bounded_delay.h"
 #include "protos/worker.pb.h"
 
 namespace pscluster {
@@ -66,6 +74,11 @@ struct Closure {
   // FUNCTION closures only (RunClosureRequest.function, function_args).
   std::shared_ptr<const FunctionCall> call;
   absl::Time queued_at;  // set by Put
+  // Bounded staleness (ClosureQueue::BoundStaleness): the closure's number,
+  // set by Put (-1: none), and its staleness when it was last taken (the
+  // closures numbered below it not finished then; -1: not measured).
+  int64_t sequence = -1;
+  int64_t staleness = -1;
 };
 
 class ClosureQueue {
@@ -76,6 +89,13 @@ class ClosureQueue {
       : locality_wait_(locality_wait), now_(std::move(now)) {}
 
   void Put(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);
+  // Keeps closures within `max_staleness` (>= 0) of the oldest unfinished
+  // one (bounded_delay.h); closures must then be finished with
+  // Done(closure). REQUIRES: called before the first Put.
+  void BoundStaleness(int64_t max_staleness) ABSL_LOCKS_EXCLUDED(mu_);
+  // The largest staleness of a closure taken so far (0 without
+  // BoundStaleness: the queue does not measure it then).
+  int64_t max_staleness_observed() const ABSL_LOCKS_EXCLUDED(mu_);
   // While open, the queue is not drained when it runs empty (Get() waits for
   // more closures, Wait() and WaitFor() go on waiting). Closed by default.
   void SetOpen(bool open) ABSL_LOCKS_EXCLUDED(mu_);
@@ -92,8 +112,10 @@ class ClosureQueue {
   // `worker`: the taker's worker index, for preferred workers (-1: takes
   // any closure at once).
   std::vector<Closure> GetUpTo(int max, int worker = -1) ABSL_LOCKS_EXCLUDED(mu_);
-  // A closure Get() returned has finished.
+  // A closure Get() returned has finished. With BoundStaleness, use
+  // Done(closure), which also lets the closures waiting on it start.
   void Done() ABSL_LOCKS_EXCLUDED(mu_);
+  void Done(const Closure& closure) ABSL_LOCKS_EXCLUDED(mu_);
   // The closure Get() returned failed and will be retried: back to the
   // tail, for any worker.
   void PutBack(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);
@@ -124,7 +146,9 @@ class ClosureQueue {
     return queue_.empty() && in_flight_ == 0;
   }
   // `worker` may take `c` at `now`.
-  bool Eligible(const Closure& c, int worker, absl::Time now) const {
+  bool Eligible(const Closure& c, int worker, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (delay_.has_value() && !delay_->MayStart(c.sequence)) return false;
     if (c.pinned) return worker < 0 || c.preferred_worker == worker;
     return worker < 0 || c.preferred_worker < 0 || c.preferred_worker == worker ||
            now - c.queued_at >= locality_wait_;
@@ -140,6 +164,7 @@ class ClosureQueue {
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   int waiting_takers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::optional<BoundedDelay> delay_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pscluster

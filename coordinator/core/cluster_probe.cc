@@ -16,9 +16,15 @@ ClusterProbe::~ClusterProbe() {
 bool ClusterProbe::CheckOnce() {
   int ps = 0, workers = 0;
   for (int p = 0; p < options_.num_ps; ++p) ps += health_->CheckPs(p).ok() ? 1 : 0;
-  for (int w = 0; w < options_.num_workers; ++w) workers += health_->CheckWorker(w).ok() ? 1 : 0;
+  std::vector<int> indices;
+  if (options_.worker_indices) {
+    indices = options_.worker_indices();
+  } else {
+    for (int w = 0; w < options_.num_workers; ++w) indices.push_back(w);
+  }
+  for (int w : indices) workers += health_->CheckWorker(w).ok() ? 1 : 0;
   if (options_.metrics != nullptr) options_.metrics->ClusterHealth(ps, workers);
-  return ps == options_.num_ps && workers == options_.num_workers;
+  return ps == options_.num_ps && workers == static_cast<int>(indices.size());
 }
 
 void ClusterProbe::Loop() {

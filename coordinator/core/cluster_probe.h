@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -22,6 +23,9 @@ class ClusterProbe {
   struct Options {
     int num_ps = 0;
     int num_workers = 0;
+    // Elastic workers: the indices of the workers to check now (the
+    // roster's members), instead of 0..num_workers-1. Null: those.
+    std::function<std::vector<int>()> worker_indices;
     absl::Duration interval = absl::Seconds(2);
     // Not owned; null: no metrics.
     CoordinatorMetrics* metrics = nullptr;

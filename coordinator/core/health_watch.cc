@@ -9,14 +9,27 @@ namespace pscluster {
 
 HealthWatch::HealthWatch(Options options)
     : options_(std::move(options)),
-      worker_down_(new std::atomic<bool>[options_.workers.size()]),
-      worker_losses_(new std::atomic<int64_t>[options_.workers.size()]),
       down_since_(options_.workers.size(), absl::InfiniteFuture()),
       lost_(options_.workers.size(), false) {
-  for (size_t w = 0; w < options_.workers.size(); ++w) {
-    worker_down_[w] = false;
-    worker_losses_[w] = 0;
-  }
+  absl::MutexLock lock(&flags_mu_);
+  Grow(options_.workers.size());
+}
+
+void HealthWatch::Grow(size_t n) {
+  while (worker_down_.size() < n) worker_down_.emplace_back(false);
+  while (worker_losses_.size() < n) worker_losses_.emplace_back(0);
+}
+
+std::atomic<bool>* HealthWatch::worker_down(int w) {
+  absl::MutexLock lock(&flags_mu_);
+  Grow(static_cast<size_t>(w) + 1);
+  return &worker_down_[w];
+}
+
+std::atomic<int64_t>* HealthWatch::worker_losses(int w) {
+  absl::MutexLock lock(&flags_mu_);
+  Grow(static_cast<size_t>(w) + 1);
+  return &worker_losses_[w];
 }
 
 HealthWatch::~HealthWatch() { Join(); }
@@ -40,16 +53,26 @@ void HealthWatch::Join() {
 
 void HealthWatch::CheckOnce() {
   if (options_.check_ps) options_.check_ps();
-  const std::vector<WorkerClient*>& workers = options_.workers;
-  for (size_t w = 0; w < workers.size(); ++w) {
+  WorkerRoster* const roster = options_.roster;
+  const size_t n = roster != nullptr ? static_cast<size_t>(roster->size()) : options_.workers.size();
+  if (down_since_.size() < n) {
+    down_since_.resize(n, absl::InfiniteFuture());
+    lost_.resize(n, false);
+  }
+  for (size_t w = 0; w < n; ++w) {
+    // A worker that left (or is leaving) the cluster is no failure.
+    if (roster != nullptr && !roster->active(static_cast<int>(w))) continue;
+    WorkerClient* const client =
+        roster != nullptr ? roster->client(static_cast<int>(w)) : options_.workers[w];
+    std::atomic<bool>& worker_down = *this->worker_down(static_cast<int>(w));
     const absl::Time checked = options_.now();
     const bool down = !options_.health->CheckWorker(static_cast<int>(w)).ok();
-    if (down != worker_down_[w]) {
+    if (down != worker_down) {
       options_.event(down ? "worker_down" : "worker_up",
-                     absl::StrCat("worker ", w, " (", workers[w]->address(), ") is ",
+                     absl::StrCat("worker ", w, " (", client->address(), ") is ",
                                   down ? "not answering" : "back"));
     }
-    worker_down_[w] = down;
+    worker_down = down;
     if (!down) {
       down_since_[w] = absl::InfiniteFuture();
       lost_[w] = false;
@@ -63,16 +86,16 @@ void HealthWatch::CheckOnce() {
     // is lost, so that no call that slipped in waits for its deadline.
     if (!lost_[w]) {
       lost_[w] = true;
-      ++worker_losses_[w];  // before the cancel: dispatch does not count the attempt
+      ++*worker_losses(static_cast<int>(w));  // before the cancel: dispatch does not count it
       if (options_.on_worker_lost) options_.on_worker_lost();
       options_.event("worker_lost",
                      absl::StrFormat("worker %d (%s) has failed every health check for %.1f s "
                                      "(worker_timeout_s %g): declared lost; its closures in "
                                      "flight are cancelled and re-dispatched",
-                                     w, workers[w]->address(), absl::ToDoubleSeconds(silent),
+                                     w, client->address(), absl::ToDoubleSeconds(silent),
                                      absl::ToDoubleSeconds(options_.worker_timeout)));
     }
-    workers[w]->CancelCalls();
+    client->CancelCalls();
   }
 }
 

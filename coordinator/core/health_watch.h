@@ -15,16 +15,20 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "coordinator/core/health_checker.h"
 #include "coordinator/core/worker_client.h"
+#include "coordinator/core/worker_roster.h"
 
 namespace pscluster {
 
@@ -35,6 +39,10 @@ class HealthWatch {
     // starts nothing).
     HealthChecker* health = nullptr;
     std::vector<WorkerClient*> workers;  // not owned
+    // Elastic workers (worker_roster.h; not owned): the workers are the
+    // roster's, as it grows (index = roster index, as the health checker's);
+    // workers that left are not checked. Null: `workers`, fixed.
+    WorkerRoster* roster = nullptr;
     absl::Duration interval = absl::Seconds(1);
     absl::Duration worker_timeout = absl::Seconds(60);
     // One pass over the PS tasks (PsRecovery::CheckEveryPs); null: none.
@@ -64,14 +72,20 @@ class HealthWatch {
 
   // For DispatchOptions (closure_dispatch.h): worker `w` is down, the times
   // it was declared lost, and the loop stopped.
-  std::atomic<bool>* worker_down(int w) { return &worker_down_[w]; }
-  std::atomic<int64_t>* worker_losses(int w) { return &worker_losses_[w]; }
+  // (Grown on demand for workers that joined; the pointers stay valid.)
+  std::atomic<bool>* worker_down(int w) ABSL_LOCKS_EXCLUDED(flags_mu_);
+  std::atomic<int64_t>* worker_losses(int w) ABSL_LOCKS_EXCLUDED(flags_mu_);
   const std::atomic<bool>* stopped() const { return &stop_; }
 
  private:
+  // Grows the flags to `n` workers.
+  void Grow(size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(flags_mu_);
+
   const Options options_;
-  std::unique_ptr<std::atomic<bool>[]> worker_down_;
-  std::unique_ptr<std::atomic<int64_t>[]> worker_losses_;
+  // A deque: growing it leaves the flags handed out where they are.
+  mutable absl::Mutex flags_mu_;
+  std::deque<std::atomic<bool>> worker_down_ ABSL_GUARDED_BY(flags_mu_);
+  std::deque<std::atomic<int64_t>> worker_losses_ ABSL_GUARDED_BY(flags_mu_);
   std::atomic<bool> stop_{false};
   // The loop's own state (only CheckOnce touches it, on one thread at a
   // time): when each worker began failing its checks (InfiniteFuture while

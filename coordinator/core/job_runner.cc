@@ -61,6 +61,23 @@ JobStatusProto QueuedStatus(const std::string& job_id, const JobSpec& spec, absl
   return status;
 }
 
+// With elastic workers, the cluster a job waits for at its start: a worker
+// that left the roster is not waited for (it answers as healthy here).
+class MembersHealth final : public HealthChecker {
+ public:
+  MembersHealth(HealthChecker* inner, const WorkerRoster* roster)
+      : inner_(inner), roster_(roster) {}
+  absl::StatusOr<uint64_t> CheckPs(int index) override { return inner_->CheckPs(index); }
+  absl::Status CheckWorker(int index) override {
+    if (roster_ != nullptr && !roster_->active(index)) return absl::OkStatus();
+    return inner_->CheckWorker(index);
+  }
+
+ private:
+  HealthChecker* const inner_;
+  const WorkerRoster* const roster_;
+};
+
 std::vector<std::string> Addresses(const std::vector<WorkerClient*>& workers) {
   std::vector<std::string> out;
   for (WorkerClient* w : workers) out.push_back(w->address());
@@ -111,6 +128,7 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
         o.workers = workers_;
         o.interval = absl::Seconds(spec_.fault_tolerance.health_check_interval_s);
         o.worker_timeout = absl::Seconds(spec_.fault_tolerance.worker_timeout_s);
+        o.roster = Mirrored() ? nullptr : options_.roster;
         o.check_ps = [this] { ps_recovery_.CheckEveryPs(); };
         o.on_worker_lost = [this] {
           board_.Update([](JobStatusProto* s) { s->set_workers_lost(s->workers_lost() + 1); });
@@ -140,6 +158,8 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
               }
             };
             o.now = options_.now;
+            o.roster = options_.roster;
+            o.setup_worker = [this](int w) { return SetupJoined(w); };
             return o;
           }(),
           [this] {
@@ -241,11 +261,18 @@ absl::Status JobRunner::SetupWorkers(DataSizes* data) {
     SignRequest(setup_request_.worker_key(), "SetupJob", &setup_request_);
   }
 
-  // Workers load their data in parallel.
+  // Workers load their data in parallel. With elastic workers, one that
+  // left the cluster is skipped (set up if it comes back).
+  auto member = [this](size_t w) {
+    return options_.roster == nullptr || Mirrored() || options_.roster->active(static_cast<int>(w));
+  };
   std::vector<absl::Status> status(workers_.size());
   std::vector<SetupJobResponse> responses(workers_.size());
   std::vector<std::thread> threads;
+  size_t first = workers_.size();
   for (size_t w = 0; w < workers_.size(); ++w) {
+    if (!member(w)) continue;
+    first = std::min(first, w);
     threads.emplace_back([&, w] {
       // A worker that restarts or is slow to answer while the job starts is
       // asked again (bounded); errors of the job's own input are final.
@@ -262,24 +289,46 @@ absl::Status JobRunner::SetupWorkers(DataSizes* data) {
     });
   }
   for (auto& t : threads) t.join();
+  if (first == workers_.size()) {
+    return absl::UnavailableError("every worker of the cluster has left it");
+  }
   for (size_t w = 0; w < workers_.size(); ++w) {
+    if (!member(w)) continue;
+    phases_.MarkSetUp(static_cast<int>(w));
     if (!status[w].ok()) {
       return absl::Status(status[w].code(), absl::StrCat("setting up worker ", w, " (",
                                                          workers_[w]->address(),
                                                          "): ", status[w].message()));
     }
-    if (responses[w].train_examples() != responses[0].train_examples() ||
-        responses[w].eval_examples() != responses[0].eval_examples()) {
+    if (responses[w].train_examples() != responses[first].train_examples() ||
+        responses[w].eval_examples() != responses[first].eval_examples()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "workers disagree on the data: worker 0 has ", responses[0].train_examples(), "/",
-          responses[0].eval_examples(), " train/eval examples, worker ", w, " has ",
-          responses[w].train_examples(), "/", responses[w].eval_examples()));
+          "workers disagree on the data: worker ", first, " has ",
+          responses[first].train_examples(), "/", responses[first].eval_examples(),
+          " train/eval examples, worker ", w, " has ", responses[w].train_examples(), "/",
+          responses[w].eval_examples()));
     }
   }
-  data->train = responses[0].train_examples();
-  data->eval = responses[0].eval_examples();
-  const std::string backend = responses[0].backend();
+  data->train = responses[first].train_examples();
+  data->eval = responses[first].eval_examples();
+  data_ = *data;
+  const std::string backend = responses[first].backend();
   board_.Update([&](JobStatusProto* s) { s->set_backend(backend); });
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::SetupJoined(int w) {
+  WorkerClient* worker = options_.roster->client(w);
+  SetupJobResponse response;
+  absl::Status s = worker->SetupJob(ReleasingSetup(worker), &response);
+  if (!s.ok()) return s;
+  if (response.train_examples() != data_.train || response.eval_examples() != data_.eval) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "it holds ", response.train_examples(), "/", response.eval_examples(),
+        " train/eval examples, the job's workers ", data_.train, "/", data_.eval));
+  }
+  Event("worker_joined", absl::StrCat("worker ", w, " (", worker->address(),
+                                      ") joined the job"));
   return absl::OkStatus();
 }
 
@@ -288,7 +337,15 @@ void JobRunner::ReleaseWorkers() {
   ReleaseJobRequest request;
   request.set_job_id(job_id_);
   SignRequest(DeriveWorkerKey(job_key_), "ReleaseJob", &request);
-  for (WorkerClient* w : workers_) {
+  std::vector<WorkerClient*> workers = workers_;
+  if (options_.roster != nullptr && !Mirrored()) {
+    // Those that joined too (one that left and comes back is released by
+    // the next job's SetupJob, ReleasingSetup).
+    for (int w = static_cast<int>(workers_.size()); w < options_.roster->size(); ++w) {
+      if (options_.roster->active(w)) workers.push_back(options_.roster->client(w));
+    }
+  }
+  for (WorkerClient* w : workers) {
     ReleaseJobResponse response;
     // Best effort: a worker that does not answer is let go by its hold
     // timeout (worker_server --job_hold_timeout_s).
@@ -404,9 +461,11 @@ absl::Status JobRunner::Run() {
 absl::Status JobRunner::Prepare(DataSizes* data) {
   if (options_.health != nullptr) {
     // Every task must answer first, workers included (a rollout may still
-    // be starting them); one that never does is named.
+    // be starting them); one that never does is named. Elastic workers that
+    // left are not waited for.
+    MembersHealth members(options_.health, Mirrored() ? nullptr : options_.roster);
     RETURN_IF_ERROR(WaitForCluster(
-        *options_.health, Mirrored() ? 0 : static_cast<int>(ps_.size()),
+        members, Mirrored() ? 0 : static_cast<int>(ps_.size()),
         static_cast<int>(workers_.size()), options_.ps_addresses, options_.worker_addresses,
         absl::Now() + options_.cluster_wait, absl::Milliseconds(200),
         [this] { return phases_.cancelled(); }));

@@ -103,6 +103,7 @@
 #include "common/stream_plan.h"
 #include "coordinator/core/ps_recovery.h"
 #include "coordinator/core/worker_client.h"
+#include "coordinator/core/worker_roster.h"
 #include "protos/coordinator.pb.h"
 
 namespace prometheus {
@@ -171,6 +172,15 @@ struct JobRunnerOptions {
   // its PS recovery deadlines (the parts' clocks); tests inject a fake one.
   // Backoff waits and RPC deadlines still use real time.
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Elastic workers (worker_roster.h, docs/elastic_workers.md; not owned,
+  // shared by every job): the coordinator's workers as they join and leave.
+  // The job's `workers` are then the roster's first ones (the cluster's);
+  // a worker that joins while the job runs is set up and gets closures
+  // within a turn of the phase's control loop, one that leaves gets no new
+  // closure and its calls in flight finish. The job's replicas (and so its
+  // batch and learning-rate scaling) stay those it was resolved for.
+  // multi_worker_mirrored jobs keep their workers. Null: fixed workers.
+  WorkerRoster* roster = nullptr;
 };
 
 // JobRunner owns the job's parts and wires them together:
@@ -265,6 +275,10 @@ class JobRunner {
   // next job, of any coordinator, may set it up.
   void ReleaseWorkers();
   absl::Status SetupWorkers(DataSizes* data);
+  // Sets up roster worker `w`, which joined after the job's start
+  // (PhaseRunner::Options::setup_worker): the same SetupJob, and the same
+  // data as the others.
+  absl::Status SetupJoined(int w);
   // central_storage and multi_worker_mirrored.
   bool Synchronous() const { return IsSynchronous(spec_.strategy); }
   // multi_worker_mirrored: the "PS" is every worker's copy (mirrors_).
@@ -330,6 +344,9 @@ class JobRunner {
   std::optional<StreamPlan> train_stream_;
   std::optional<StreamPlan> eval_stream_;
   SetupJobRequest setup_request_;  // re-sent to a worker that lost the job
+  // The examples every worker holds (SetupWorkers), for workers that join
+  // later. Written by Prepare before dispatch starts, never after.
+  DataSizes data_;
   // Set once Prepare has touched the PS tasks (this job's namespace may exist).
   std::atomic<bool> touched_ps_{false};
   std::atomic<bool> interrupted_{false};

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <deque>
+#include <memory>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/core/bounded_delay.h"
 #include "coordinator/core/closure_dispatch.h"
 
 namespace pscluster {
@@ -169,10 +171,39 @@ std::pair<int64_t, int64_t> PhaseRunner::RecordSuccess(ClosureMode mode, const C
     s->set_compute_seconds(s->compute_seconds() + r.compute_seconds());
     s->set_pull_seconds(s->pull_seconds() + r.pull_seconds());
     s->set_push_seconds(s->push_seconds() + r.push_seconds());
+    s->set_max_closure_staleness(std::max(s->max_closure_staleness(), c.staleness));
+    s->set_max_push_staleness(std::max(s->max_push_staleness(), r.max_push_staleness()));
     counted = {s->steps(), s->lost_steps()};
   });
   if (options_.metrics != nullptr) options_.metrics->TrainingDone(steps, r.examples());
   return counted;
+}
+
+void PhaseRunner::MarkSetUp(int w) {
+  absl::MutexLock lock(&mu_);
+  setup_[w] = Setup::kDone;
+}
+
+bool PhaseRunner::EnsureSetUp(int w) {
+  if (options_.roster == nullptr) return true;
+  {
+    absl::MutexLock lock(&mu_);
+    auto not_running = [this, w]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return setup_[w] != Setup::kRunning;
+    };
+    mu_.Await(absl::Condition(&not_running));
+    if (setup_[w] != Setup::kNone) return setup_[w] == Setup::kDone;
+    setup_[w] = Setup::kRunning;
+  }
+  absl::Status s = options_.setup_worker ? options_.setup_worker(w) : absl::OkStatus();
+  if (!s.ok()) {
+    board_->Event("worker_join_failed",
+                  absl::StrCat("worker ", w, " (", Worker(w)->address(),
+                               ") joined the cluster but could not take the job: ", s.ToString()));
+  }
+  absl::MutexLock lock(&mu_);
+  setup_[w] = s.ok() ? Setup::kDone : Setup::kFailed;
+  return s.ok();
 }
 
 void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
@@ -213,6 +244,10 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
     d.health_stopped = options_.health->stopped();
     d.worker_losses = options_.health->worker_losses(w);
   }
+  if (options_.roster != nullptr && !Mirrored()) {
+    d.roster = options_.roster;
+    d.roster_index = w;
+  }
   d.deadline = mode == EVAL      ? &eval_deadline_
                : mode == PREDICT ? &predict_deadline_
                                  : &train_deadline_;
@@ -243,7 +278,7 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
       board_->Log(rec);
     }
   };
-  RunDispatchLoop(options_.workers[w], queue, d);
+  RunDispatchLoop(Worker(w), queue, d);
 }
 
 absl::StatusOr<PhaseEnd> PhaseRunner::RunPhase(ClosureMode mode, int64_t epoch, int64_t size,
@@ -268,6 +303,13 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t 
                                                       PhaseTotals* totals) {
   const std::vector<WorkerClient*>& workers = options_.workers;
   ClosureQueue queue(absl::Milliseconds(300), options_.now);
+  // Bounded staleness (train.max_staleness, docs/staleness.md): only an
+  // asynchronous job's training closures can be stale. Unbounded, their
+  // staleness is still measured (JobStatus.max_closure_staleness).
+  if (mode == TRAIN && spec_.strategy == Strategy::kParameterServer) {
+    queue.BoundStaleness(spec_.train.max_staleness >= 0 ? spec_.train.max_staleness
+                                                        : BoundedDelay::kUnbounded);
+  }
   // A synchronous phase runs its splits one at a time, each as one closure
   // per replica: the replicas meet at every step's barrier on the PS, and
   // the next split starts once every replica finished this one.
@@ -333,12 +375,34 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t 
       sync ? std::max(spec_.train.closures_per_worker, SyncShares(spec_))
            : spec_.train.closures_per_worker;
   std::vector<std::thread> threads;
-  for (size_t w = 0; w < workers.size(); ++w) {
+  // Elastic workers: the roster's members, and those that join meanwhile
+  // (checked on each turn of the control loop below); `live` counts each
+  // worker's dispatch threads still running, so that one that left and
+  // came back is started again.
+  WorkerRoster* const roster = Mirrored() ? nullptr : options_.roster;
+  int64_t roster_seen = roster != nullptr ? roster->version() : 0;
+  std::map<int, std::shared_ptr<std::atomic<int>>> live;
+  auto start_worker = [&](int w) {
+    auto& count = live[w];
+    if (count == nullptr) count = std::make_shared<std::atomic<int>>(0);
     for (int64_t k = 0; k < per_worker; ++k) {
-      threads.emplace_back([this, w, mode, &queue, totals] {
-        DispatchLoop(static_cast<int>(w), mode, &queue, totals);
+      ++*count;
+      threads.emplace_back([this, w, mode, &queue, totals, count] {
+        if (EnsureSetUp(w)) DispatchLoop(w, mode, &queue, totals);
+        --*count;
       });
     }
+  };
+  auto start_joined = [&] {
+    for (int w : roster->ActiveIndices()) {
+      auto it = live.find(w);
+      if (it == live.end() || *it->second == 0) start_worker(w);
+    }
+  };
+  if (roster != nullptr) {
+    start_joined();
+  } else {
+    for (size_t w = 0; w < workers.size(); ++w) start_worker(static_cast<int>(w));
   }
   const absl::Duration idle_wait = absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s);
   PhaseEnd end = PhaseEnd::kDone;
@@ -349,6 +413,11 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t 
   while (true) {
     const bool drained =
         sync ? queue.WaitUntilEmpty(absl::Milliseconds(20)) : queue.WaitFor(absl::Milliseconds(20));
+    if (roster != nullptr && roster->version() != roster_seen) {
+      // Workers joined (or left): the new ones get their dispatch threads.
+      roster_seen = roster->version();
+      start_joined();
+    }
     if (control_.ps_failed()) {
       queue.Pause();
       // Mirrored replicas still in flight wait in their ring for the one that

@@ -46,6 +46,7 @@
 #include "coordinator/core/health_watch.h"
 #include "coordinator/core/job_status_board.h"
 #include "coordinator/core/worker_client.h"
+#include "coordinator/core/worker_roster.h"
 #include "protos/checkpoint.pb.h"
 
 namespace pscluster {
@@ -96,6 +97,18 @@ class PhaseRunner {
     // callee keeps one answer per split (prediction_table.h). Null: none.
     std::function<void(const Closure&, const RunClosureResponse&)> on_predict_closure;
     std::function<absl::Time()> now = [] { return absl::Now(); };
+    // Elastic workers (worker_roster.h; not owned): each phase runs on the
+    // roster's members (indices are roster indices; `workers` are its first
+    // ones), a worker that joins while a phase runs gets its dispatch
+    // threads on the control loop's next turn, after `setup_worker`, and one
+    // that leaves gets no more closures. multi_worker_mirrored ignores it
+    // (its replicas are pinned). Null: `workers`, fixed.
+    WorkerRoster* roster = nullptr;
+    // Sets up roster worker `w` for the job (SetupJob, checked) before its
+    // first closure, unless MarkSetUp(w) was called. Called once per worker,
+    // on one of its dispatch threads; an error leaves the worker out of the
+    // job (logged as an event).
+    std::function<absl::Status(int w)> setup_worker;
   };
   // The job's side of a phase's control loop.
   struct Control {
@@ -167,7 +180,17 @@ class PhaseRunner {
   // after it (RunClosureRequest.round).
   void NextRound() { ++round_; }
 
+  // Worker `w` holds the job (JobRunner::SetupWorkers set it up).
+  void MarkSetUp(int w) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
+  enum class Setup { kNone, kRunning, kDone, kFailed };
+  // With a roster: sets worker `w` up once (Options::setup_worker); false
+  // when it could not be.
+  bool EnsureSetUp(int w) ABSL_LOCKS_EXCLUDED(mu_);
+  WorkerClient* Worker(int w) const {
+    return options_.roster != nullptr ? options_.roster->client(w) : options_.workers[w];
+  }
   void DispatchLoop(int worker, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals);
   bool Synchronous() const { return IsSynchronous(options_.spec->strategy); }
   bool Mirrored() const { return options_.spec->strategy == Strategy::kMultiWorkerMirrored; }
@@ -198,6 +221,8 @@ class PhaseRunner {
   bool corrupt_named_ ABSL_GUARDED_BY(mu_) = false;
   // Synchronous phase: replicas finished, by split.
   std::map<int64_t, int64_t> sync_replicas_done_ ABSL_GUARDED_BY(mu_);
+  // With a roster: which workers hold the job.
+  std::map<int, Setup> setup_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pscluster

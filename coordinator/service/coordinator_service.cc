@@ -1,6 +1,14 @@
 #include "coordinator/service/coordinator_service.h"
 
+#include <openssl/crypto.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
+#include "rpc/peer_role.h"
+#include "rpc/transport.h"
 
 namespace pscluster {
 
@@ -95,6 +103,56 @@ grpc::Status CoordinatorService::Predict(grpc::ServerContext* ctx, const Predict
     return jobs_->Predict(*request, [&](const PredictResponse& r) {
       return !ctx->IsCancelled() && writer->Write(r);
     });
+  });
+}
+
+absl::Status CoordinatorService::CheckJoin(const grpc::ServerContext& ctx,
+                                           const std::string& token, const char* method) const {
+  if (roster_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this coordinator takes no worker registrations (start it with --join_token_file, or "
+        "with TLS)");
+  }
+  if (grpc::Status s = CheckPeerRole(ctx, {"worker"}, method); !s.ok()) {
+    return absl::PermissionDeniedError(s.error_message());
+  }
+  if (join_token_.empty()) {
+    if (TransportUsesTls()) return absl::OkStatus();  // the cluster's CA vouches for the peer
+    return absl::PermissionDeniedError(absl::StrCat(
+        method, " refused: this coordinator has no join token (--join_token_file) and no TLS"));
+  }
+  if (token.size() != join_token_.size() ||
+      CRYPTO_memcmp(token.data(), join_token_.data(), token.size()) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(method, " refused: ", token.empty() ? "no join token" : "wrong join token",
+                     " (worker_server --join_token_file: the coordinator's --join_token_file)"));
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
+                                                const RegisterWorkerRequest* request,
+                                                RegisterWorkerResponse* response) {
+  return handler_.Run("RegisterWorker", [&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckJoin(*ctx, request->join_token(), "RegisterWorker"));
+    ASSIGN_OR_RETURN(const int index, roster_->Join(request->address()));
+    response->set_index(index);
+    response->set_active_workers(roster_->active_count());
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status CoordinatorService::LeaveCluster(grpc::ServerContext* ctx,
+                                              const LeaveClusterRequest* request,
+                                              LeaveClusterResponse* response) {
+  return handler_.Run("LeaveCluster", [&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckJoin(*ctx, request->join_token(), "LeaveCluster"));
+    const double wait_s = std::clamp(request->wait_s(), 0.0, 600.0);
+    ASSIGN_OR_RETURN(const int in_flight,
+                     roster_->Leave(request->address(), absl::Seconds(wait_s)));
+    response->set_in_flight(in_flight);
+    response->set_active_workers(roster_->active_count());
+    return absl::OkStatus();
   });
 }
 

@@ -9,7 +9,14 @@ GrpcHealthChecker::GrpcHealthChecker(const std::vector<std::string>& ps_addresse
                                      std::chrono::milliseconds timeout)
     : timeout_(timeout) {
   for (const std::string& a : ps_addresses) ps_.push_back(ParameterServer::NewStub(MakeChannel(a)));
+  absl::MutexLock lock(&mu_);
   for (const std::string& a : worker_addresses) workers_.push_back(Worker::NewStub(MakeChannel(a)));
+}
+
+int GrpcHealthChecker::AddWorker(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  workers_.push_back(Worker::NewStub(MakeChannel(address)));
+  return static_cast<int>(workers_.size()) - 1;
 }
 
 absl::StatusOr<uint64_t> GrpcHealthChecker::CheckPs(int index) {
@@ -26,14 +33,19 @@ absl::StatusOr<uint64_t> GrpcHealthChecker::CheckPs(int index) {
 }
 
 absl::Status GrpcHealthChecker::CheckWorker(int index) {
-  if (index < 0 || index >= static_cast<int>(workers_.size())) {
-    return absl::InvalidArgumentError("no such worker");
+  Worker::Stub* stub = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (index < 0 || index >= static_cast<int>(workers_.size())) {
+      return absl::InvalidArgumentError("no such worker");
+    }
+    stub = workers_[index].get();
   }
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout_);
   PingRequest request;
   PingResponse response;
-  return FromGrpcStatus(workers_[index]->Ping(&ctx, request, &response));
+  return FromGrpcStatus(stub->Ping(&ctx, request, &response));
 }
 
 }  // namespace pscluster

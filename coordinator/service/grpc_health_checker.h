@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/core/health_checker.h"
 #include "protos/ps.grpc.pb.h"
 #include "protos/worker.grpc.pb.h"
@@ -23,11 +25,15 @@ class GrpcHealthChecker final : public HealthChecker {
 
   absl::StatusOr<uint64_t> CheckPs(int index) override;
   absl::Status CheckWorker(int index) override;
+  // Elastic workers: a worker that joined, checked as index size-1 (the
+  // returned index; the roster's).
+  int AddWorker(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const std::chrono::milliseconds timeout_;
   std::vector<std::unique_ptr<ParameterServer::Stub>> ps_;
-  std::vector<std::unique_ptr<Worker::Stub>> workers_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Worker::Stub>> workers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pscluster

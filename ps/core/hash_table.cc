@@ -161,7 +161,8 @@ int64_t HashTable::Lookup(absl::Span<const uint64_t> ids, absl::Span<float> out)
 }
 
 int64_t HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
-                                  absl::Span<const float> grads, int64_t global_step) {
+                                  absl::Span<const float> grads, int64_t global_step,
+                                  float rate_scale) {
   const int64_t dim = options_.dim;
   absl::MutexLock lock(&mu_);
   const size_t rows_before = ids_.size();
@@ -177,7 +178,7 @@ int64_t HashTable::ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
     for (size_t k = 0; k < slots_.size(); ++k) slot_data[k] = slots_[k].data();
     options_.optimizer->ApplyRowsAt(global_step, step, dim, pending,
                                   grads.subspan(first * dim, pending.size() * dim), values_.data(),
-                                  slot_data);
+                                  slot_data, rate_scale);
     first += pending.size();
     pending.clear();
   };

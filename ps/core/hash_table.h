@@ -118,11 +118,12 @@ class HashTable {
   // `step` is the variable's 1-based update count (Adam's bias correction);
   // `global_step`, the job's step this update belongs to, picks the
   // learning rate of a schedule (Optimizer::ApplyRowsAt; -1: the configured
-  // rate). Returns the rows added, as Lookup.
+  // rate), times `rate_scale` (a staleness-aware rate). Returns the rows
+  // added, as Lookup.
   // REQUIRES: ids are distinct; grads.size() == ids.size() * dim.
   int64_t ApplyGradients(int64_t step, absl::Span<const uint64_t> ids,
-                         absl::Span<const float> grads, int64_t global_step = -1)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                         absl::Span<const float> grads, int64_t global_step = -1,
+                         float rate_scale = 1.0f) ABSL_LOCKS_EXCLUDED(mu_);
 
   // True if `id` has a resident row. Touches nothing.
   bool Contains(uint64_t id) const ABSL_LOCKS_EXCLUDED(mu_);

@@ -240,6 +240,15 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerProt
     }
     optimizer->schedule_ = p.schedule();
   }
+  if (p.inverse_staleness_lr()) {
+    const std::string& t = p.type();
+    if (t != "sgd" && t != "momentum" && t != "adagrad" && t != "adam" && t != "moving_average") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer ", t, ": a staleness-aware rate needs sgd, momentum, adagrad or adam"));
+    }
+    optimizer->inverse_staleness_lr_ = true;
+  }
+  optimizer->learning_rate_ = p.learning_rate();
   return optimizer;
 }
 
@@ -250,8 +259,10 @@ float Optimizer::LearningRateAt(int64_t global_step) const {
 
 void Optimizer::ApplyRowsAt(int64_t global_step, int64_t step, int64_t dim,
                             absl::Span<const int64_t> rows, absl::Span<const float> grads,
-                            float* weights, absl::Span<float* const> slots) const {
-  const float rate = LearningRateAt(global_step);
+                            float* weights, absl::Span<float* const> slots,
+                            float rate_scale) const {
+  float rate = LearningRateAt(global_step);
+  if (rate_scale != 1.0f) rate = (rate >= 0 ? rate : learning_rate_) * rate_scale;
   if (rate >= 0) {
     ApplyRowsAtRate(rate, step, dim, rows, grads, weights, slots);
   } else {
@@ -260,13 +271,13 @@ void Optimizer::ApplyRowsAt(int64_t global_step, int64_t step, int64_t dim,
 }
 
 void Optimizer::ApplyAt(int64_t global_step, int64_t step, absl::Span<const float> grad,
-                        absl::Span<float> weights, OptimizerSlots* slots) const {
+                        absl::Span<float> weights, OptimizerSlots* slots, float rate_scale) const {
   std::vector<float*> slot_data;
   slot_data.reserve(slots->size());
   for (std::vector<float>& slot : *slots) slot_data.push_back(slot.data());
   const int64_t row = 0;
   ApplyRowsAt(global_step, step, static_cast<int64_t>(weights.size()),
-              absl::MakeConstSpan(&row, 1), grad, weights.data(), slot_data);
+              absl::MakeConstSpan(&row, 1), grad, weights.data(), slot_data, rate_scale);
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::CreateUnscheduled(const OptimizerProto& p) {

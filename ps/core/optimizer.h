@@ -79,12 +79,22 @@ class Optimizer {
   // ApplyRows / Apply for the update of the job's 0-based `global_step`
   // (UpdateKey.global_step): at the schedule's rate for that step when the
   // optimizer has a schedule and global_step >= 0, else at the configured
-  // learning_rate. The same REQUIRES as ApplyRows / Apply.
+  // learning_rate; either multiplied by `rate_scale` (a staleness-aware
+  // rate, StalenessRateScale; optimizers without a rate, moving_average,
+  // ignore it). The same REQUIRES as ApplyRows / Apply.
   void ApplyRowsAt(int64_t global_step, int64_t step, int64_t dim, absl::Span<const int64_t> rows,
-                   absl::Span<const float> grads, float* weights,
-                   absl::Span<float* const> slots) const;
+                   absl::Span<const float> grads, float* weights, absl::Span<float* const> slots,
+                   float rate_scale = 1.0f) const;
   void ApplyAt(int64_t global_step, int64_t step, absl::Span<const float> grad,
-               absl::Span<float> weights, OptimizerSlots* slots) const;
+               absl::Span<float> weights, OptimizerSlots* slots, float rate_scale = 1.0f) const;
+
+  // OptimizerProto.inverse_staleness_lr: pushes are applied at
+  // StalenessRateScale of their measured staleness.
+  bool inverse_staleness_lr() const { return inverse_staleness_lr_; }
+  // 1 / max(1, staleness) (Zhang et al. 2016, "Staleness-aware Async-SGD").
+  static float StalenessRateScale(int64_t staleness) {
+    return staleness > 1 ? 1.0f / static_cast<float>(staleness) : 1.0f;
+  }
 
   // The schedule's rate at `global_step`; -1 without a schedule or for a
   // negative step (then updates use the configured learning_rate).
@@ -105,6 +115,8 @@ class Optimizer {
   static absl::StatusOr<std::unique_ptr<Optimizer>> CreateUnscheduled(const OptimizerProto& proto);
 
   std::optional<LearningRateScheduleProto> schedule_;
+  float learning_rate_ = 0;  // OptimizerProto.learning_rate
+  bool inverse_staleness_lr_ = false;
 };
 
 }  // namespace pscluster

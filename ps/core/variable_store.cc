@@ -5,6 +5,7 @@
 #include "absl/random/random.h"
 
 #include <prometheus/counter.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 #include <algorithm>
@@ -79,7 +80,15 @@ struct VariableStore::Metrics {
                                   "--max_memory_bytes).")
                             .Register(r)),
         rejected_non_finite(rejected_pushes.Add({{"reason", "non_finite"}})),
-        rejected_memory(rejected_pushes.Add({{"reason", "memory_limit"}})) {}
+        rejected_memory(rejected_pushes.Add({{"reason", "memory_limit"}})),
+        push_staleness(prometheus::BuildHistogram()
+                           .Name("pscluster_ps_push_staleness")
+                           .Help("Staleness of each push that carried its pull's version: the "
+                                 "pushes this PS applied to the job between the step's pull "
+                                 "and its push (docs/staleness.md).")
+                           .Register(r)
+                           .Add({}, prometheus::Histogram::BucketBoundaries{
+                                        0, 1, 2, 4, 8, 16, 32, 64, 128})) {}
 
   prometheus::Counter& applied_updates;
   prometheus::Counter& pull_requests;
@@ -92,6 +101,7 @@ struct VariableStore::Metrics {
   prometheus::Family<prometheus::Counter>& rejected_pushes;  // label: reason
   prometheus::Counter& rejected_non_finite;
   prometheus::Counter& rejected_memory;
+  prometheus::Histogram& push_staleness;
 };
 
 // The budget one request reserves for the hash-table rows it may create
@@ -335,6 +345,8 @@ void VariableStore::ReadPull(const CheckedPull& pull, PullResponse* response,
                              RowReservation* new_rows) {
   const std::vector<Variable*>& vars = pull.vars;
   const std::vector<RowRequest>& lookups = pull.lookups;
+  // Read first: every push counted here is in the values read below.
+  response->set_version(push_version_.load(std::memory_order_acquire));
   int64_t bytes = 0;
   response->mutable_tensors()->Reserve(static_cast<int>(vars.size()));
   for (Variable* var : vars) {
@@ -441,25 +453,40 @@ absl::Status VariableStore::Push(const PushRequest& request, PushResponse* respo
     if (metrics_) metrics_->applied_steps.Increment();
   }
 
+  // Staleness: pushes finished between the step's pull and this one.
+  float rate_scale = 1.0f;
+  if (request.has_update() && request.update().has_pulled_version()) {
+    const int64_t staleness = std::max<int64_t>(
+        0, push_version_.load(std::memory_order_acquire) - request.update().pulled_version());
+    response->set_staleness(staleness);
+    if (metrics_) metrics_->push_staleness.Observe(static_cast<double>(staleness));
+    rate_scale = Optimizer::StalenessRateScale(staleness);
+  }
+  // Whether a variable's optimizer scales its rate by the staleness.
+  auto scale = [rate_scale](const Variable& var) {
+    return var.optimizer->inverse_staleness_lr() ? rate_scale : 1.0f;
+  };
   for (auto& [var, grad] : grads.dense) {
     absl::MutexLock lock(&var->mu);
     ++var->updates;
     var->optimizer->ApplyAt(global_step, var->updates, grad, absl::MakeSpan(var->values),
-                            &var->slots);
+                            &var->slots, scale(*var));
   }
   for (auto& [r, grad] : grads.sparse) {
     Variable* var = r.var;
     absl::MutexLock lock(&var->mu);
     const int64_t step = ++var->updates;
     if (var->is_table()) {
-      new_rows.Used(*var->table, var->table->ApplyGradients(step, r.ids, grad, global_step));
+      new_rows.Used(*var->table,
+                    var->table->ApplyGradients(step, r.ids, grad, global_step, scale(*var)));
       continue;
     }
     std::vector<float*> slots;
     for (std::vector<float>& slot : var->slots) slots.push_back(slot.data());
     var->optimizer->ApplyRowsAt(global_step, step, var->row_width, r.rows, grad,
-                                var->values.data(), slots);
+                                var->values.data(), slots, scale(*var));
   }
+  push_version_.fetch_add(1, std::memory_order_acq_rel);
   const int64_t applied = static_cast<int64_t>(grads.dense.size() + grads.sparse.size());
   applied_updates_.fetch_add(applied, std::memory_order_relaxed);
   if (metrics_) {

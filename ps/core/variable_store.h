@@ -114,7 +114,8 @@ class VariableStore {
   // the [n, dim] rows of its n ids (repeats included, in id order) into
   // response->rows, both in request order. Hash-table rows missing so far
   // are created. Everything is checked first; on error nothing is returned
-  // and no row is created.
+  // and no row is created. response->version: the job's pushes applied here
+  // before the values were read (docs/staleness.md).
   // NOT_FOUND naming the first unknown variable.
   // INVALID_ARGUMENT: a hash table in `names`; a lookup of a variable that is
   //   not rank-2 DENSE or HASH_TABLE, ids not a multiple of 8 bytes, or
@@ -146,6 +147,10 @@ class VariableStore {
   //   pull's lookups) would create would take the memory budget past its
   //   limit.
   // On any error the fused pull (request.pull) is not answered.
+  // A push whose key carries pulled_version has its staleness measured (the
+  // pushes applied since that version; response->staleness,
+  // pscluster_ps_push_staleness) and, where the variable's optimizer has
+  // inverse_staleness_lr, is applied at its rate / max(1, staleness).
   absl::Status Push(const PushRequest& request, PushResponse* response);
 
   // Push's checks of the gradients (not of the update key or the fused
@@ -280,6 +285,11 @@ class VariableStore {
   AppliedUpdateLedger ledger_;
 
   std::atomic<int64_t> applied_updates_{0};
+  // Pushes applied and finished (PullResponse.version): a pull reads it
+  // before its values, a push measures its staleness against it
+  // (docs/staleness.md). Not saved: it counts from 0 again after a restart,
+  // and a push whose pull came from before one reads as 0 stale.
+  std::atomic<int64_t> push_version_{0};
   // Random per store (per PS process): tells a restarted PS from one that
   // kept its state (StatsResponse.incarnation).
   const uint64_t incarnation_;

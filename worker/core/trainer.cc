@@ -184,6 +184,13 @@ absl::Status Trainer::Push(StepBuffers* buffers, const RunClosureRequest& closur
                            int64_t sync_examples) {
   const bool sync = sync_examples >= 0;
   buffers->pushed.resize(ps_.size());
+  // The version of this step's pull from each PS (-1: none), read before
+  // the next pull replaces it: the PS measures the push's staleness.
+  std::vector<int64_t> pulled_versions(ps_.size(), -1);
+  for (size_t p = 0; p < ps_.size() && p < buffers->pulled.size(); ++p) {
+    if (buffers->pulled[p].has_version()) pulled_versions[p] = buffers->pulled[p].version();
+  }
+  buffers->push_staleness = 0;
   if (with_next_pull) buffers->pulled.resize(ps_.size());
   // Every PS's push is started before any is waited for: the PS apply them
   // (and read the next pull) at the same time.
@@ -220,6 +227,11 @@ absl::Status Trainer::Push(StepBuffers* buffers, const RunClosureRequest& closur
     } else {
       key->clear_sync();
     }
+    if (!sync && pulled_versions[p] >= 0) {
+      key->set_pulled_version(pulled_versions[p]);
+    } else {
+      key->clear_pulled_version();
+    }
     calls[p] = ps_[p]->StartPush(push, &buffers->pushed[p]);
   }
   absl::Status status;
@@ -227,6 +239,9 @@ absl::Status Trainer::Push(StepBuffers* buffers, const RunClosureRequest& closur
     if (calls[p] == nullptr) continue;
     absl::Status s = calls[p]->Wait();  // every call, even after an error
     if (status.ok()) status = s;
+    if (s.ok()) {
+      buffers->push_staleness = std::max(buffers->push_staleness, buffers->pushed[p].staleness());
+    }
     if (s.ok() && buffers->push[p].has_pull()) {
       buffers->pulled[p].Swap(buffers->pushed[p].mutable_pulled());
     }
@@ -380,6 +395,8 @@ struct Trainer::ClosureRun {
   // Training: true when the previous step's push already brought this
   // step's parameters (its batch gathered and its step planned).
   bool pulled_with_push = false;
+  // The largest staleness the PS measured for this closure's pushes.
+  int64_t max_push_staleness = 0;
   // The plan of the step after the last one trained: not OK when it failed.
   absl::Status next_plan;
   // A streaming unit (then `data` and `order` are null): its reader, the
@@ -436,6 +453,7 @@ absl::Status Trainer::RunClosure(const RunClosureRequest& request, RunClosureRes
   response->set_compute_seconds(run.compute);
   response->set_pull_seconds(run.pull);
   response->set_push_seconds(run.push);
+  if (run.train) response->set_max_push_staleness(run.max_push_staleness);
   return status;
 }
 
@@ -563,6 +581,7 @@ absl::Status Trainer::TrainAndPush(ClosureRun* run, int64_t begin, int64_t end, 
   absl::Status status = Push(&buffers, request, (begin - split.begin()) / run->batch, global_step,
                              run->pulled_with_push, run->sync ? hi - lo : -1);
   run->push += SecondsSince(t1);
+  run->max_push_staleness = std::max(run->max_push_staleness, buffers.push_staleness);
   if (absl::IsInvalidArgument(status) && absl::StrContains(status.message(), "non-finite")) {
     // The PS refused a NaN or Inf gradient (ps/core/variable_store.h):
     // the model diverged, as with a non-finite loss.

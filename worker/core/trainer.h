@@ -111,6 +111,9 @@ class Trainer {
     std::vector<Tensor> rows;       // per feature [unique, dim]
     std::vector<Tensor> row_grads;  // per feature [unique, dim]
     std::vector<float> predictions;  // PREDICT: a step's outputs
+    // The largest staleness the PS measured for the last push
+    // (PushResponse.staleness).
+    int64_t push_staleness = 0;
   };
   using Pool = DevicePool<StepBuffers>;
   // What the steps of one running closure share (trainer.cc).

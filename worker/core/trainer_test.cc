@@ -58,13 +58,18 @@ struct Traffic {
   int pulls = 0;
   int pushes = 0;
   int pushes_with_pull = 0;
+  int pushes_with_version = 0;  // UpdateKey.pulled_version set
   std::vector<std::string> whole_reads;  // names pulled whole
 };
 
-// A real in-process PS client that records its traffic.
+// A real in-process PS client that records its traffic. `crowd`: before
+// each keyed push it applies the same gradients once more, unkeyed, as
+// another closure would: every step then finds one push applied since its
+// pull (docs/staleness.md).
 class RecordingPsClient : public PsClient {
  public:
-  RecordingPsClient(VariableStore* store, Traffic* traffic) : inner_(store), traffic_(traffic) {}
+  RecordingPsClient(VariableStore* store, Traffic* traffic, bool crowd = false)
+      : inner_(store), traffic_(traffic), crowd_(crowd) {}
   absl::Status CreateVariables(const CreateVariablesRequest& request,
                                CreateVariablesResponse* response) override {
     return inner_.CreateVariables(request, response);
@@ -77,6 +82,14 @@ class RecordingPsClient : public PsClient {
   }
   absl::Status Push(const PushRequest& request, PushResponse* response) override {
     ++traffic_->pushes;
+    if (request.update().has_pulled_version()) ++traffic_->pushes_with_version;
+    if (crowd_ && request.has_update()) {
+      PushRequest other = request;
+      other.clear_update();
+      other.clear_pull();
+      PushResponse ignored;
+      if (absl::Status s = inner_.Push(other, &ignored); !s.ok()) return s;
+    }
     if (request.has_pull()) {
       ++traffic_->pushes_with_pull;
       traffic_->whole_reads.insert(traffic_->whole_reads.end(), request.pull().names().begin(),
@@ -91,6 +104,7 @@ class RecordingPsClient : public PsClient {
  private:
   InProcessPsClient inner_;
   Traffic* const traffic_;
+  const bool crowd_;
 };
 
 // Two PS holding the job's variables as PlanVariables lays them out.
@@ -106,10 +120,10 @@ struct Cluster {
       EXPECT_TRUE(client.CreateVariables(plan.per_ps[ps], &created).ok());
     }
   }
-  std::vector<std::unique_ptr<PsClient>> Clients() {
+  std::vector<std::unique_ptr<PsClient>> Clients(bool crowd = false) {
     std::vector<std::unique_ptr<PsClient>> clients;
     for (size_t i = 0; i < stores.size(); ++i) {
-      clients.push_back(std::make_unique<RecordingPsClient>(stores[i].get(), &traffic[i]));
+      clients.push_back(std::make_unique<RecordingPsClient>(stores[i].get(), &traffic[i], crowd));
     }
     return clients;
   }
@@ -188,6 +202,26 @@ TEST(TrainerTest, TrainsACtrModelOnShardedEmbeddings) {
       std::vector<int64_t>(after.positive_histogram().begin(), after.positive_histogram().end()),
       std::vector<int64_t>(after.negative_histogram().begin(), after.negative_histogram().end()));
   EXPECT_GT(auc, 0.58);  // 0.66 measured; chance is 0.5
+}
+
+// Every push carries the version of its step's pull, and the PS's measured
+// staleness comes back as the closure's max_push_staleness.
+TEST(TrainerTest, PushesCarryTheirPullsVersionAndReportStaleness) {
+  const JobSpec spec = CtrSpec();
+  for (const bool crowd : {false, true}) {
+    Cluster cluster(spec);
+    auto trainer = Trainer::Create(spec, cluster.Clients(crowd), cluster.plan.placement);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    const RunClosureResponse r = RunSplit(**trainer, TRAIN, 0, 0, 640);
+    EXPECT_EQ(r.steps(), 10);
+    for (const Traffic& t : cluster.traffic) {
+      EXPECT_EQ(t.pushes_with_version, t.pushes);
+      EXPECT_EQ(t.pushes, 10);
+    }
+    // Alone, nothing lands between a step's pull and push; crowded, one
+    // push does on each PS before every step's own.
+    EXPECT_EQ(r.max_push_staleness(), crowd ? 1 : 0) << "crowd " << crowd;
+  }
 }
 
 TEST(TrainerTest, CreateRejectsBadPlacement) {
