@@ -22,8 +22,10 @@ PACKAGES=(
   # TLS: libcrypto checks certificates at start-up; psctl local --tls and the
   # security tests make their certificates with the openssl command
   libssl-dev openssl
-  # The pscluster Python package (python/): its pybind11 extension, and pytest
-  python3-dev pybind11-dev python3-pytest
+  # The pscluster Python package (python/): its pybind11 extension, and pytest;
+  # cloudpickle carries ClusterCoordinator.schedule's functions to the Python
+  # workers; torch (CPU) for the PyTorch bridge and examples/python's torch model
+  python3-dev pybind11-dev python3-pytest python3-cloudpickle python3-torch
   # TensorBoard event files (common/tfrecord.h): CRC32C from ISA-L
   libisal-dev
   # psctl export --format onnx: ONNX's protobuf schema; its tests run the

@@ -2,7 +2,8 @@
 //
 // Wraps api/pscluster/job_client.h (JobClient) and
 // api/pscluster/local_process_cluster.h (LocalProcessCluster) one call to
-// one call. Statuses become pscluster.Error with .code (the absl/gRPC code
+// one call; coordinator_bindings.cc binds the ClusterCoordinator and
+// worker_bindings.cc the Python worker's FunctionRunner. Statuses become pscluster.Error with .code (the absl/gRPC code
 // name, "NOT_FOUND") and .message; job statuses and events cross as JSON text
 // in psctl's -o json schema (client/result_json.h), which the Python side
 // json.loads. Every blocking call releases the GIL and polls for Ctrl-C.
@@ -27,30 +28,16 @@
 #include "api/pscluster/job_client.h"
 #include "api/pscluster/local_process_cluster.h"
 #include "client/result_json.h"
+#include "python/ext_common.h"
 
 namespace py = pybind11;
 
 namespace pscluster {
 namespace {
 
-// A non-OK status on its way to Python (see the translator in the module).
-struct StatusError {
-  absl::Status status;
-};
-
 // pscluster.Error, created at import; never freed (outlives the module's
 // last use at interpreter exit).
 py::object* error_type = nullptr;
-
-template <typename T>
-T ValueOrThrow(absl::StatusOr<T> value) {
-  if (!value.ok()) throw StatusError{value.status()};
-  return *std::move(value);
-}
-
-void OkOrThrow(const absl::Status& status) {
-  if (!status.ok()) throw StatusError{status};
-}
 
 absl::Duration Seconds(std::optional<double> seconds) {
   return seconds ? absl::Seconds(*seconds) : absl::InfiniteDuration();
@@ -171,7 +158,7 @@ class PyCluster {
  public:
   PyCluster(int num_ps, int num_workers, bool tls, const std::string& run_dir, bool keep_run_dir,
             const std::string& bin_dir, const std::vector<std::string>& data_roots,
-            double start_timeout_s) {
+            double start_timeout_s, const std::vector<std::string>& worker_command) {
     LocalProcessClusterOptions options;
     options.num_ps = num_ps;
     options.num_workers = num_workers;
@@ -181,6 +168,7 @@ class PyCluster {
     options.bin_dir = bin_dir;
     options.data_roots = data_roots;
     options.start_timeout = absl::Seconds(start_timeout_s);
+    options.worker_command = worker_command;
     bool interrupted = false;
     options.interrupted = [&interrupted] { return interrupted = PythonInterrupted(); };
     absl::StatusOr<std::unique_ptr<LocalProcessCluster>> started;
@@ -256,14 +244,17 @@ PYBIND11_MODULE(_pscluster, m) {
 
   py::class_<PyCluster>(m, "Cluster")
       .def(py::init<int, int, bool, const std::string&, bool, const std::string&,
-                    const std::vector<std::string>&, double>(),
+                    const std::vector<std::string>&, double, const std::vector<std::string>&>(),
            py::arg("num_ps"), py::arg("num_workers"), py::arg("tls"), py::arg("run_dir"),
            py::arg("keep_run_dir"), py::arg("bin_dir"), py::arg("data_roots"),
-           py::arg("start_timeout_s"))
+           py::arg("start_timeout_s"), py::arg("worker_command"))
       .def_property_readonly("address", &PyCluster::address)
       .def_property_readonly("token", &PyCluster::token)
       .def_property_readonly("run_dir", &PyCluster::run_dir)
       .def_property_readonly("tls_files", &PyCluster::tls_files)
       .def("pids", &PyCluster::pids)
       .def("stop", &PyCluster::Stop, py::arg("grace_s"));
+
+  pscluster::BindCoordinator(m);
+  pscluster::BindWorker(m);
 }

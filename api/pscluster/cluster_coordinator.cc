@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "api/pscluster/program_recovery.h"
 #include "common/cluster_config.h"
 #include "common/control_auth.h"
 #include "common/initializer.h"
@@ -113,13 +115,20 @@ struct ClusterCoordinator::Cluster {
   std::vector<std::unique_ptr<SigningPsClient>> ps;
   std::vector<std::unique_ptr<GrpcWorkerClient>> workers;
   SetupJobRequest setup;
+  // The layout, each request with the job, its key and checkpoint dir.
+  VariablePlan plan;
   std::unique_ptr<GrpcHealthChecker> health_checker;
+  // Checkpoints, PS recovery and the step ledger; before `health`, which
+  // calls it.
+  std::unique_ptr<ProgramRecovery> recovery;
   std::unique_ptr<HealthWatch> health;
 };
 
 struct ClusterCoordinator::Session {
   ClosureQueue queue;
   std::vector<std::thread> dispatch;
+  // Heals PS failures and takes periodic checkpoints (ControlLoop).
+  std::thread control;
   // Waits for the queue to stop, then cancels the closures it dropped.
   std::thread watcher;
 };
@@ -192,6 +201,16 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(O
     return absl::InvalidArgumentError(
         "closures_per_worker, max_attempts and max_steps_per_closure must be >= 1");
   }
+  if (!options.checkpoint_dir.empty() && options.checkpoint_root.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint_dir '", options.checkpoint_dir,
+        "' needs checkpoint_root: the PS tasks' --checkpoint_root as this program reaches it"));
+  }
+  if (options.checkpoint_every_steps < 0 || options.checkpoint_every < absl::ZeroDuration() ||
+      options.checkpoint_keep < 1) {
+    return absl::InvalidArgumentError(
+        "checkpoint_every_steps and checkpoint_every must be >= 0, checkpoint_keep >= 1");
+  }
   if (options.job_id.empty()) options.job_id = absl::StrCat("program-", RandomHex());
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(options)));
 }
@@ -240,7 +259,41 @@ absl::Status ClusterCoordinator::CreateVariable(const std::string& name,
                        "]: every dimension must be >= 1"));
     }
   }
-  if (absl::Status s = ValidateInitializer(initializer); !s.ok()) {
+  VariableSpecProto spec;
+  spec.set_name(name);
+  spec.set_dtype(DT_FLOAT32);
+  for (int64_t d : shape) spec.add_shape(d);
+  *spec.mutable_initializer() = std::move(initializer);
+  *spec.mutable_optimizer() = std::move(optimizer);
+  return Declare(std::move(spec));
+}
+
+absl::Status ClusterCoordinator::CreateHashTable(const std::string& name, int64_t dim,
+                                                 int64_t max_rows, EvictionPolicy eviction,
+                                                 InitializerProto initializer,
+                                                 OptimizerProto optimizer) {
+  if (name.empty()) return absl::InvalidArgumentError("a hash table needs a name");
+  if (dim < 1 || max_rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("hash table '", name, "': dim ", dim,
+                                                   " must be >= 1 and max_rows ", max_rows,
+                                                   " >= 0 (0: unbounded)"));
+  }
+  VariableSpecProto spec;
+  spec.set_name(name);
+  spec.set_dtype(DT_FLOAT32);
+  spec.set_kind(HASH_TABLE);
+  spec.add_shape(dim);
+  spec.set_max_rows(max_rows);
+  spec.set_eviction(eviction);
+  *spec.mutable_initializer() = std::move(initializer);
+  *spec.mutable_optimizer() = std::move(optimizer);
+  return Declare(std::move(spec));
+}
+
+absl::Status ClusterCoordinator::Declare(VariableSpecProto spec) {
+  const std::string name = spec.name();
+  const OptimizerProto& optimizer = spec.optimizer();
+  if (absl::Status s = ValidateInitializer(spec.initializer()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("variable '", name, "': ", s.message()));
   }
   static const char* const kOptimizers[] = {"sgd", "momentum", "adagrad", "adam", "ftrl"};
@@ -255,12 +308,6 @@ absl::Status ClusterCoordinator::CreateVariable(const std::string& name,
     return absl::InvalidArgumentError(
         absl::StrCat("variable '", name, "': the optimizer's learning_rate must be > 0"));
   }
-  VariableSpecProto spec;
-  spec.set_name(name);
-  spec.set_dtype(DT_FLOAT32);
-  for (int64_t d : shape) spec.add_shape(d);
-  *spec.mutable_initializer() = std::move(initializer);
-  *spec.mutable_optimizer() = std::move(optimizer);
   absl::MutexLock lock(&mu_);
   if (cluster_ != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -290,7 +337,14 @@ absl::Status ClusterCoordinator::StartLocked() {
     cluster->ps.push_back(
         std::make_unique<SigningPsClient>(cluster->remote_ps.back().get(), cluster->secret));
   }
-  ASSIGN_OR_RETURN(VariablePlan plan, PlanVariables(variables_, options_.partitioner, num_ps));
+  ASSIGN_OR_RETURN(cluster->plan, PlanVariables(variables_, options_.partitioner, num_ps));
+  VariablePlan& plan = cluster->plan;
+  for (CreateVariablesRequest& request : plan.per_ps) {
+    request.set_job(options_.job_id);
+    request.set_job_key(cluster->job_key);
+    // The job's Saves may name any directory under the PS's root.
+    if (!options_.checkpoint_root.empty()) request.set_checkpoint_dir(".");
+  }
   const absl::Time deadline = absl::Now() + options_.cluster_wait;
   // A start that fails frees what it created: the next Schedule starts
   // again under a new key.
@@ -303,9 +357,7 @@ absl::Status ClusterCoordinator::StartLocked() {
     }
   };
   for (int p = 0; p < num_ps; ++p) {
-    CreateVariablesRequest& request = plan.per_ps[p];
-    request.set_job(options_.job_id);
-    request.set_job_key(cluster->job_key);
+    const CreateVariablesRequest& request = plan.per_ps[p];
     CreateVariablesResponse response;
     absl::Status s = UntilAvailable(
         deadline, [&] { return cluster->ps[p]->CreateVariables(request, &response); });
@@ -340,11 +392,32 @@ absl::Status ClusterCoordinator::StartLocked() {
   }
   cluster->health_checker =
       std::make_unique<GrpcHealthChecker>(options_.ps_addresses, options_.worker_addresses);
+  ProgramRecovery::Options recovery;
+  recovery.job_id = options_.job_id;
+  for (auto& ps : cluster->ps) recovery.ps.push_back(ps.get());
+  recovery.health = cluster->health_checker.get();
+  recovery.checkpoint_root = options_.checkpoint_root;
+  recovery.checkpoint_dir = options_.checkpoint_dir;
+  recovery.every_steps = options_.checkpoint_every_steps;
+  recovery.every = options_.checkpoint_every;
+  recovery.keep = options_.checkpoint_keep;
+  recovery.recovery_timeout = options_.ps_recovery_timeout;
+  absl::StatusOr<std::unique_ptr<ProgramRecovery>> created =
+      ProgramRecovery::Create(std::move(recovery));
+  if (!created.ok()) {
+    free_variables();
+    return created.status();
+  }
+  cluster->recovery = *std::move(created);
+  cluster->recovery->SetPlan(&cluster->plan);
   HealthWatch::Options health;
   health.health = cluster->health_checker.get();
   for (auto& w : cluster->workers) health.workers.push_back(w.get());
   health.interval = options_.health_interval;
   health.worker_timeout = options_.worker_timeout;
+  health.check_ps = [recovery = cluster->recovery.get()] {
+    recovery->ps_recovery()->CheckEveryPs();
+  };
   const std::string job = options_.job_id;
   health.event = [job](const std::string& kind, const std::string& message) {
     spdlog::warn("job {}: {}: {}", job, kind, message);
@@ -363,47 +436,7 @@ absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& func
   RETURN_IF_ERROR(RaiseIfFailed());
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(StartLocked());
-  if (session_ == nullptr) {
-    session_ = std::make_shared<Session>();
-    Session* session = session_.get();
-    session->queue.SetOpen(true);
-    Cluster* cluster = cluster_.get();
-    for (size_t w = 0; w < cluster->workers.size(); ++w) {
-      DispatchOptions d;
-      d.job_id = options_.job_id;
-      d.mode = FUNCTION;
-      d.job_key = cluster->job_key;
-      d.function_lease_steps = options_.max_steps_per_closure;
-      d.worker_index = static_cast<int>(w);
-      d.max_attempts = options_.max_attempts;
-      d.retry_backoff = options_.retry_backoff;
-      d.setup = &cluster->setup;
-      d.worker_down = cluster->health->worker_down(static_cast<int>(w));
-      d.health_stopped = cluster->health->stopped();
-      d.worker_losses = cluster->health->worker_losses(static_cast<int>(w));
-      d.on_success = [this, session](const Closure& c, const RunClosureResponse& r) {
-        steps_ += r.steps();
-        if (r.has_function_error()) {
-          const absl::Status error = FunctionErrorStatus(r.function_error(), c.call->name, c.id);
-          Resolve(c.id, error, r.function_error());
-          // TF: the closures after a failed one are cancelled.
-          session->queue.Stop(error);
-          return;
-        }
-        Resolve(c.id, r.function_result());
-      };
-      d.on_failure = [this](const Closure& c, const absl::Status& error) { Resolve(c.id, error); };
-      for (int t = 0; t < options_.closures_per_worker; ++t) {
-        session->dispatch.emplace_back([worker = cluster->workers[w].get(), session, d] {
-          RunDispatchLoop(worker, &session->queue, d);
-        });
-      }
-    }
-    session->watcher = std::thread([this, session] {
-      const absl::Status why = session->queue.Wait();
-      CancelPending(why);
-    });
-  }
+  StartSessionLocked();
   const int64_t id = next_closure_id_++;
   auto state = std::make_shared<RemoteValue::State>(id);
   pending_[id] = state;
@@ -420,6 +453,153 @@ absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& func
                std::nullopt);
   }
   return RemoteValue(state);
+}
+
+void ClusterCoordinator::StartSessionLocked() {
+  if (session_ != nullptr) return;
+  session_ = std::make_shared<Session>();
+  Session* session = session_.get();
+  session->queue.SetOpen(true);
+  Cluster* cluster = cluster_.get();
+  ProgramRecovery* recovery = cluster->recovery.get();
+  for (size_t w = 0; w < cluster->workers.size(); ++w) {
+    DispatchOptions d;
+    d.job_id = options_.job_id;
+    d.mode = FUNCTION;
+    d.job_key = cluster->job_key;
+    d.function_lease_steps = options_.max_steps_per_closure;
+    d.worker_index = static_cast<int>(w);
+    d.max_attempts = options_.max_attempts;
+    d.retry_backoff = options_.retry_backoff;
+    d.setup = &cluster->setup;
+    d.worker_down = cluster->health->worker_down(static_cast<int>(w));
+    d.health_stopped = cluster->health->stopped();
+    d.worker_losses = cluster->health->worker_losses(static_cast<int>(w));
+    // A PS that failed: closures failing on it are retried without counting
+    // attempts while the control thread heals it.
+    d.ps_failed = [recovery] { return recovery->ps_recovery()->failed(); };
+    d.on_ps_lost = [recovery] { recovery->ps_recovery()->MarkFailed(); };
+    d.on_success = [this, session, recovery](const Closure& c, const RunClosureResponse& r) {
+      steps_ += r.steps();
+      recovery->AddSteps(r.steps());
+      if (r.has_function_error()) {
+        const absl::Status error = FunctionErrorStatus(r.function_error(), c.call->name, c.id);
+        Resolve(c.id, error, r.function_error());
+        // TF: the closures after a failed one are cancelled.
+        session->queue.Stop(error);
+        return;
+      }
+      Resolve(c.id, r.function_result());
+    };
+    d.on_failure = [this](const Closure& c, const absl::Status& error) { Resolve(c.id, error); };
+    for (int t = 0; t < options_.closures_per_worker; ++t) {
+      session->dispatch.emplace_back([worker = cluster->workers[w].get(), session, d] {
+        RunDispatchLoop(worker, &session->queue, d);
+      });
+    }
+  }
+  session->watcher = std::thread([this, session] {
+    const absl::Status why = session->queue.Wait();
+    CancelPending(why);
+  });
+  session->control = std::thread([this, session] { ControlLoop(session); });
+}
+
+void ClusterCoordinator::ControlLoop(Session* session) {
+  ProgramRecovery* recovery;
+  {
+    absl::MutexLock lock(&mu_);
+    recovery = cluster_->recovery.get();
+  }
+  // Ends when the queue stopped and nothing is in flight.
+  while (!session->queue.WaitFor(absl::Milliseconds(20))) {
+    if (!recovery->ps_recovery()->failed() && !recovery->CheckpointDue()) continue;
+    absl::MutexLock control(&control_mu_);
+    session->queue.Pause();
+    session->queue.WaitUntilIdle(absl::InfiniteDuration());
+    if (session->queue.stopped()) break;
+    if (absl::Status s = recovery->HealIfFailed(); !s.ok()) {
+      spdlog::error("job {}: {}", options_.job_id, s.ToString());
+      session->queue.Stop(s);  // the job fails: Join raises it
+      break;
+    }
+    if (recovery->CheckpointDue()) {
+      const auto [next, oldest] = ClosureIds();
+      // A failure is retried at the next trigger after a backoff, or healed
+      // first when a PS failed (the next turn).
+      if (absl::Status s = recovery->Checkpoint(next, oldest); !s.ok()) {
+        spdlog::warn("job {}: checkpoint failed: {}", options_.job_id, s.ToString());
+      }
+    }
+    if (!recovery->ps_recovery()->failed()) session->queue.Resume();
+  }
+  session->queue.Resume();
+}
+
+std::pair<int64_t, int64_t> ClusterCoordinator::ClosureIds() {
+  absl::MutexLock lock(&mu_);
+  int64_t oldest = next_closure_id_;
+  for (const auto& [id, state] : pending_) oldest = std::min(oldest, id);
+  return {next_closure_id_, oldest};
+}
+
+absl::Status ClusterCoordinator::Quiesced(
+    const std::function<absl::Status(ProgramRecovery*)>& op) {
+  absl::MutexLock control(&control_mu_);
+  ProgramRecovery* recovery;
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(StartLocked());
+    recovery = cluster_->recovery.get();
+    session = session_;
+  }
+  if (session != nullptr) {
+    session->queue.Pause();
+    session->queue.WaitUntilIdle(absl::InfiniteDuration());
+  }
+  absl::Status s = recovery->HealIfFailed();
+  if (!s.ok()) {
+    if (session != nullptr) session->queue.Stop(s);
+    return s;
+  }
+  s = op(recovery);
+  if (session != nullptr && !recovery->ps_recovery()->failed()) session->queue.Resume();
+  return s;
+}
+
+absl::Status ClusterCoordinator::Save(const std::string& dir) {
+  return Quiesced([&](ProgramRecovery* recovery) -> absl::Status {
+    ASSIGN_OR_RETURN(const CheckpointManifest m, recovery->Save(dir, ClosureIds().first));
+    spdlog::info("job {}: saved checkpoint {} into {} at step {}", options_.job_id,
+                 m.checkpoint_id(), dir, m.global_step());
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ClusterCoordinator::Restore(const std::string& dir) {
+  return Quiesced([&](ProgramRecovery* recovery) -> absl::Status {
+    RETURN_IF_ERROR(recovery->Restore(dir).status());
+    // The update keys restored belong to closures below the floor.
+    absl::MutexLock lock(&mu_);
+    next_closure_id_ = std::max(next_closure_id_, recovery->next_closure_floor());
+    return absl::OkStatus();
+  });
+}
+
+int64_t ClusterCoordinator::lost_steps() {
+  absl::MutexLock lock(&mu_);
+  return cluster_ != nullptr ? cluster_->recovery->lost_steps() : 0;
+}
+
+int64_t ClusterCoordinator::global_step() {
+  absl::MutexLock lock(&mu_);
+  return cluster_ != nullptr ? cluster_->recovery->global_step() : 0;
+}
+
+int64_t ClusterCoordinator::ps_recoveries() {
+  absl::MutexLock lock(&mu_);
+  return cluster_ != nullptr ? cluster_->recovery->ps_recoveries() : 0;
 }
 
 void ClusterCoordinator::Resolve(int64_t id, absl::StatusOr<std::string> value,
@@ -454,6 +634,7 @@ void ClusterCoordinator::EndSession(std::shared_ptr<Session> session) {
   session->queue.Stop(absl::CancelledError("the coordinator stopped scheduling"));
   for (std::thread& t : session->dispatch) t.join();
   session->watcher.join();
+  if (session->control.joinable()) session->control.join();
 }
 
 absl::Status ClusterCoordinator::RaiseIfFailed() {

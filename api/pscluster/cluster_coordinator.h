@@ -4,7 +4,8 @@
 // schedules functions by name, with opaque argument bytes, onto the workers,
 // and gets RemoteValues whose Fetch() gives the function's result bytes.
 // The functions are C++ functions registered by name in a worker binary the
-// user builds (function_worker.h); a later Python face passes pickled
+// user builds (function_worker.h); the Python face
+// (python/coordinator_bindings.cc, python/worker_bindings.cc) passes pickled
 // functions through the same name + bytes interface.
 //
 // The coordinator runs in the program's process, as TF's runs in the chief.
@@ -20,9 +21,16 @@
 //    next Join(), Done() or Schedule() returns the error once, after which
 //    the coordinator schedules again.
 //
-// Not done (docs/cluster_coordinator.md): PS recovery and checkpoints of
-// program jobs (a PS that restarts fails the closures that touch it), hash
-// tables, TLS and tokens, variables created after the first Schedule.
+// Checkpoints and PS recovery are the coordinator core's, as YAML jobs'
+// (program_recovery.h): Save / Restore (TF: strategy.save / restore) in the
+// checkpoint format of docs/checkpoint_format.md, restorable into any PS
+// count and partitioner; periodic checkpoints (Options); a PS that fails or
+// restarts pauses dispatch, is restored from the newest checkpoint, and the
+// closures that failed on it are retried; the steps rolled back are counted
+// (lost_steps()).
+//
+// Not done (docs/cluster_coordinator.md): TLS and tokens,
+// variables created after the first Schedule.
 //
 // Thread-safety: all methods are thread-safe; RemoteValue is too.
 #ifndef PSCLUSTER_API_PSCLUSTER_CLUSTER_COORDINATOR_H_
@@ -30,9 +38,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -47,6 +57,8 @@
 #include "protos/worker.pb.h"
 
 namespace pscluster {
+
+class ProgramRecovery;
 
 // TF's variable partitioners by name, for flags and configs:
 //   "none" | "fixed:SHARDS" | "min_size:BYTES[:MAX_SHARDS]" |
@@ -113,6 +125,26 @@ class ClusterCoordinator {
     // Deadline of each PS call of the coordinator's and each closure.
     absl::Duration ps_timeout = absl::Seconds(30);
     absl::Duration closure_timeout = absl::Minutes(5);
+
+    // Checkpoints (Save, Restore, periodic ones, PS recovery): the PS
+    // tasks' --checkpoint_root as this program reaches it (a file system
+    // they share). Empty: Save and Restore are FAILED_PRECONDITION, and a
+    // PS that restarts rolls the job back to the initializers.
+    std::string checkpoint_root;
+    // Periodic checkpoints into this directory (relative to the root, or
+    // absolute under it): after every `checkpoint_every_steps` steps and/or
+    // `checkpoint_every` (0: off), taken between closures (dispatch pauses,
+    // the closures in flight end). A PS recovery restores the newest
+    // checkpoint this coordinator saved or restored (periodic or Save).
+    // Empty: none.
+    std::string checkpoint_dir;
+    int64_t checkpoint_every_steps = 0;
+    absl::Duration checkpoint_every = absl::ZeroDuration();
+    // Committed checkpoints kept in each directory (older ones deleted).
+    int64_t checkpoint_keep = 3;
+    // How long a PS recovery waits for every PS to answer again before the
+    // job fails (Join returns the error).
+    absl::Duration ps_recovery_timeout = absl::Seconds(60);
   };
 
   // INVALID_ARGUMENT for no PS or no worker, an address that is not
@@ -131,6 +163,17 @@ class ClusterCoordinator {
   absl::Status CreateVariable(const std::string& name, std::vector<int64_t> shape,
                               InitializerProto initializer, OptimizerProto optimizer)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Declares a bounded hash table (a dynamic vocabulary, as YAML jobs'
+  // hashed embeddings): int64 id -> float32 row of `dim`, one shard per PS
+  // (id -> shard by HashTableShard), a row created by `initializer` on
+  // first touch; past `max_rows` rows per shard (0: unbounded) the PS
+  // evicts by `eviction` (LFU or AGE). Functions read and update it by
+  // rows only (FunctionContext::PullRows / PushRows). Checkpoints re-hash
+  // its rows into any PS count. Errors as CreateVariable; INVALID_ARGUMENT
+  // for dim < 1 or max_rows < 0.
+  absl::Status CreateHashTable(const std::string& name, int64_t dim, int64_t max_rows,
+                               EvictionPolicy eviction, InitializerProto initializer,
+                               OptimizerProto optimizer) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Queues function `function` of the workers with `args`. The first call
   // creates the variables on the PS and sets up the workers (errors:
@@ -148,9 +191,42 @@ class ClusterCoordinator {
   // closure's error as Join.
   absl::StatusOr<bool> Done() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // TF's strategy.save(dir): a checkpoint of every variable (values,
+  // optimizer slots, update keys, step counters) into `dir` (relative to
+  // checkpoint_root, or absolute under it; created if missing), as a new
+  // ckpt-<id> (the newest checkpoint_keep are kept). A consistent cut:
+  // dispatch pauses and the closures in flight end first; queued closures
+  // run after it. Before the first Schedule it creates the variables (and
+  // saves their initial values). Errors: FAILED_PRECONDITION without a
+  // checkpoint_root; INVALID_ARGUMENT for a dir outside the root; a PS's or
+  // the storage's error naming it; the error of a PS recovery that failed.
+  absl::Status Save(const std::string& dir) ABSL_LOCKS_EXCLUDED(control_mu_, mu_);
+  // TF's strategy.restore(dir): the newest committed checkpoint of `dir`,
+  // whatever PS count and partitioner saved it, re-sharded into this job's
+  // layout. Before the first Schedule it creates the variables and fills
+  // them from the checkpoint; after it, it replaces their values between
+  // closures (as Save pauses). global_step() becomes the checkpoint's.
+  // NOT_FOUND naming `dir` when it does not exist or holds no committed
+  // checkpoint; FAILED_PRECONDITION naming the variable when the checkpoint
+  // lacks one of the job's or saved it with another shape (nothing is
+  // changed then: before the first Schedule the variables exist with their
+  // initializers' values); errors as Save.
+  absl::Status Restore(const std::string& dir) ABSL_LOCKS_EXCLUDED(control_mu_, mu_);
+
   // Steps (pushes) of the closures that ended, as their workers counted
   // them: each closure counted once however often it ran.
   int64_t steps() const { return steps_.load(); }
+  // Of steps(), those a PS recovery rolled back: applied after the
+  // checkpoint it restored (all of them when there was none). Their
+  // closures are not run again.
+  int64_t lost_steps() ABSL_LOCKS_EXCLUDED(mu_);
+  // The steps the variables hold: what each PS that every step reaches has
+  // applied (PsStats' applied_steps). steps() - lost_steps() when the
+  // program restored nothing; after a Restore, the checkpoint's step plus
+  // the steps since, less those lost since.
+  int64_t global_step() ABSL_LOCKS_EXCLUDED(mu_);
+  // PS failures healed so far.
+  int64_t ps_recoveries() ABSL_LOCKS_EXCLUDED(mu_);
   // The job's statistics on each PS (applied and duplicate steps, the
   // variables). FAILED_PRECONDITION before the first Schedule.
   absl::StatusOr<std::vector<StatsResponse>> PsStats() ABSL_LOCKS_EXCLUDED(mu_);
@@ -161,8 +237,23 @@ class ClusterCoordinator {
   struct Session;  // one run of the queue and its dispatch threads
 
   explicit ClusterCoordinator(Options options);
+  // Checks `spec`'s initializer and optimizer and adds it (CreateVariable).
+  absl::Status Declare(VariableSpecProto spec) ABSL_LOCKS_EXCLUDED(mu_);
   // Creates the variables and sets up the workers, once.
   absl::Status StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts session_ (queue, dispatch and control threads) if none.
+  void StartSessionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A session's control thread: heals PS failures and takes periodic
+  // checkpoints with dispatch paused, until the session's queue stops.
+  void ControlLoop(Session* session) ABSL_LOCKS_EXCLUDED(control_mu_, mu_);
+  // Runs `op` with no closure in flight (dispatch paused), after healing a
+  // PS failure; a recovery that fails stops the session with its error.
+  // Starts the cluster first.
+  absl::Status Quiesced(const std::function<absl::Status(ProgramRecovery*)>& op)
+      ABSL_LOCKS_EXCLUDED(control_mu_, mu_);
+  // The next closure id, and the smallest id of a closure not ended yet
+  // (the next id when none).
+  std::pair<int64_t, int64_t> ClosureIds() ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the session: stops its queue, joins its threads.
   void EndSession(std::shared_ptr<Session> session) ABSL_LOCKS_EXCLUDED(mu_);
   // The failed session's error, the session ended; OK (and nothing done)
@@ -175,6 +266,9 @@ class ClusterCoordinator {
 
   Options options_;
   std::atomic<int64_t> steps_{0};
+  // Serializes what runs with dispatch paused (checkpoints, restores,
+  // recoveries): each pauses and resumes the queue.
+  absl::Mutex control_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Held while the first Schedule starts the cluster (no closure runs
   // then), never while a session's threads are joined.
   absl::Mutex mu_;

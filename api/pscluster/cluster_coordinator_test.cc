@@ -125,5 +125,29 @@ TEST(ClusterCoordinatorTest, JoinAndDoneWithNothingScheduledReturnAtOnce) {
   EXPECT_EQ((*c)->PsStats().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(ClusterCoordinatorTest, RefusesBadCheckpointOptions) {
+  ClusterCoordinator::Options options = TwoTasks();
+  options.checkpoint_dir = "periodic";
+  absl::Status s = ClusterCoordinator::Create(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("checkpoint_root"));
+  options = TwoTasks();
+  options.checkpoint_keep = 0;
+  EXPECT_EQ(ClusterCoordinator::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options = TwoTasks();
+  options.checkpoint_every_steps = -1;
+  EXPECT_EQ(ClusterCoordinator::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ClusterCoordinatorTest, NothingLostOrAppliedBeforeTheFirstSchedule) {
+  absl::StatusOr<std::unique_ptr<ClusterCoordinator>> c = ClusterCoordinator::Create(TwoTasks());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->lost_steps(), 0);
+  EXPECT_EQ((*c)->global_step(), 0);
+  EXPECT_EQ((*c)->ps_recoveries(), 0);
+}
+
 }  // namespace
 }  // namespace pscluster

@@ -140,6 +140,7 @@ absl::StatusOr<std::unique_ptr<LocalProcessCluster>> LocalProcessCluster::Start(
   // From here on the destructor removes a run directory made above.
   const std::string& run_dir = cluster->run_dir_;
   cluster_options.run_dir = run_dir;
+  cluster_options.worker_command = options.worker_command;
 
   // The workers share this machine's cores, as under psctl local.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -47,6 +47,10 @@ struct LocalProcessClusterOptions {
   // is linked into (the Python extension, or the program), then that of
   // /proc/self/exe.
   std::string bin_dir;
+  // The workers' command before their flags instead of worker_server (e.g.
+  // {python3, "-m", "pscluster.worker"}: Python workers that run a
+  // ClusterCoordinator's pickled functions). [0] is an executable's path.
+  std::vector<std::string> worker_command;
   // Directories the jobs' data files may lie under (the coordinator's and
   // workers' --data_root). Empty: the servers' default, /usr/share/datasets.
   std::vector<std::string> data_roots;

@@ -4,12 +4,17 @@
 //
 //   fashion_mnist_coordinator --ps=H:P,H:P --workers=H:P,H:P [--epochs=5]
 //   fashion_mnist_coordinator --cluster=cluster.yaml ...
+//   ... --checkpoint_root=ROOT [--checkpoint_dir=DIR --checkpoint_every_steps=N]
+//       [--restore_dir=DIR] [--save_dir=DIR]
 //
 // Each epoch schedules one train_step closure per `steps_per_closure`
 // batches (TF: coordinator.schedule(train_step, args)), fetches their
 // results in order (printing "fetched K/N" as it goes) and joins; then
 // `evaluate` closures over the test set. Prints the eval accuracy, the
 // steps its closures made and each PS's applied and duplicate steps.
+// With --checkpoint_root (the PS tasks' --checkpoint_root): periodic
+// checkpoints that heal a PS that restarts, a checkpoint to start from
+// (TF: strategy.restore) and one saved at the end (TF: strategy.save).
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -35,6 +40,16 @@ ABSL_FLAG(double, learning_rate, 0.001, "Adam's learning rate");
 ABSL_FLAG(uint64_t, seed, 42, "seeds the initializers and the shuffles");
 ABSL_FLAG(std::string, partitioner, "none",
           "none | fixed:SHARDS | min_size:BYTES[:MAX_SHARDS] | max_size:BYTES[:MAX_SHARDS]");
+ABSL_FLAG(std::string, checkpoint_root, "",
+          "the PS tasks' --checkpoint_root as this program reaches it; the directories below "
+          "are relative to it");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "periodic checkpoints (every --checkpoint_every_steps), restored into a PS that "
+          "restarts");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 500, "steps between periodic checkpoints");
+ABSL_FLAG(std::string, restore_dir, "",
+          "start from the newest checkpoint in this directory (any PS count)");
+ABSL_FLAG(std::string, save_dir, "", "save a checkpoint here after training");
 
 namespace pscluster::examples {
 namespace {
@@ -52,6 +67,11 @@ int Run() {
   absl::StatusOr<PartitionerSpec> partitioner = ParsePartitioner(absl::GetFlag(FLAGS_partitioner));
   if (!partitioner.ok()) return Fail(partitioner.status());
   options.partitioner = *partitioner;
+  options.checkpoint_root = absl::GetFlag(FLAGS_checkpoint_root);
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (!options.checkpoint_dir.empty()) {
+    options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  }
   absl::StatusOr<std::unique_ptr<ClusterCoordinator>> made =
       ClusterCoordinator::Create(std::move(options));
   if (!made.ok()) return Fail(made.status());
@@ -77,6 +97,11 @@ int Run() {
   if (s.ok()) s = coordinator.CreateVariable(kKernel1, {hidden, kClasses}, glorot, adam);
   if (s.ok()) s = coordinator.CreateVariable(kBias1, {kClasses}, zeros, adam);
   if (!s.ok()) return Fail(s);
+  if (const std::string dir = absl::GetFlag(FLAGS_restore_dir); !dir.empty()) {
+    if (absl::Status r = coordinator.Restore(dir); !r.ok()) return Fail(r);
+    std::printf("restored %s: step %lld\n", dir.c_str(),
+                static_cast<long long>(coordinator.global_step()));
+  }
 
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t per_closure = batch * absl::GetFlag(FLAGS_steps_per_closure);
@@ -122,7 +147,15 @@ int Run() {
   }
   std::printf("eval loss %.4f accuracy %.4f\n", eval.loss_sum / eval.examples,
               static_cast<double>(eval.correct) / eval.examples);
-  std::printf("steps %lld\n", static_cast<long long>(coordinator.steps()));
+  std::printf("steps %lld lost_steps %lld ps_recoveries %lld global_step %lld\n",
+              static_cast<long long>(coordinator.steps()),
+              static_cast<long long>(coordinator.lost_steps()),
+              static_cast<long long>(coordinator.ps_recoveries()),
+              static_cast<long long>(coordinator.global_step()));
+  if (const std::string dir = absl::GetFlag(FLAGS_save_dir); !dir.empty()) {
+    if (absl::Status sv = coordinator.Save(dir); !sv.ok()) return Fail(sv);
+    std::printf("saved %s\n", dir.c_str());
+  }
   absl::StatusOr<std::vector<StatsResponse>> stats = coordinator.PsStats();
   if (!stats.ok()) return Fail(stats.status());
   for (size_t p = 0; p < stats->size(); ++p) {

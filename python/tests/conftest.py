@@ -53,3 +53,23 @@ def wait_until(predicate, timeout, what):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def py_cluster():
+    """2 PS and 2 Python workers (python3 -m pscluster.worker) for the
+    ClusterCoordinator tests."""
+    with pscluster.Cluster.local(ps=2, workers=2, worker="python", start_timeout=60) as c:
+        yield c
+
+
+@pytest.fixture
+def strategy(py_cluster):
+    """A ParameterServerStrategy on py_cluster (2 shards per variable, SGD
+    0.5 by default), closed at the end of the test so that the workers are
+    released for the next one."""
+    s = pscluster.ParameterServerStrategy(
+        py_cluster, variable_partitioner=pscluster.partitioners.FixedShardsPartitioner(2),
+        optimizer=pscluster.optimizers.SGD(0.5), worker_timeout=10.0, cluster_wait=30.0)
+    yield s
+    s.close()

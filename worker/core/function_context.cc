@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/model_variables.h"
 #include "common/row_ids.h"
 #include "common/status_macros.h"
 
@@ -24,9 +25,10 @@ absl::StatusOr<VariableTable> VariableTable::Create(
     }
   }
   for (const VariableSpecProto& spec : variables) {
-    if (spec.kind() != DENSE || spec.dtype() != DT_FLOAT32) {
+    if ((spec.kind() != DENSE && spec.kind() != HASH_TABLE) || spec.dtype() != DT_FLOAT32) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "variable '", spec.name(), "': a program job's variables are dense float32"));
+          "variable '", spec.name(), "': a program job's variables are float32, dense or hash "
+          "tables"));
     }
     auto it = placed.find(spec.name());
     if (it == placed.end()) {
@@ -39,7 +41,22 @@ absl::StatusOr<VariableTable> VariableTable::Create(
     for (size_t d = 1; d < v.shape.size(); ++d) v.row_elems *= v.shape[d];
     const int64_t rows = v.shape.empty() ? 1 : v.shape[0];
     const VariablePlacementProto& p = *it->second;
-    if (p.shards_size() == 0) {
+    if (spec.kind() == HASH_TABLE) {
+      // One shard per PS, shard i on PS i (PlanVariables).
+      if (v.shape.size() != 1 || v.shape[0] < 1 || p.shards_size() != num_ps) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "hash table '", spec.name(), "' must be [dim] with one shard per PS"));
+      }
+      v.hash_table = true;
+      v.row_elems = v.shape[0];
+      for (int i = 0; i < p.shards_size(); ++i) {
+        if (p.shards(i).ps_index() != i || p.shards(i).name().empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "hash table '", spec.name(), "': shard ", i, " is not on PS ", i));
+        }
+        v.pieces.push_back(Piece{p.shards(i).name(), i, 0, 0});
+      }
+    } else if (p.shards_size() == 0) {
       v.pieces.push_back(Piece{spec.name(), p.ps_index(), 0, rows});
     } else {
       int64_t next = 0;
@@ -82,8 +99,12 @@ std::string VariableTable::Names() const {
 
 namespace {
 
-// The piece of `v` holding `row`. REQUIRES: 0 <= row < rows.
+// The piece of `v` holding `row` (a hash table's: its id's shard).
+// REQUIRES: 0 <= row < rows for a dense variable.
 int PieceOf(const VariableTable::Variable& v, int64_t row) {
+  if (v.hash_table) {
+    return HashTableShard(static_cast<uint64_t>(row), static_cast<int>(v.pieces.size()));
+  }
   int lo = 0;
   int hi = static_cast<int>(v.pieces.size()) - 1;
   while (lo < hi) {
@@ -107,7 +128,28 @@ absl::StatusOr<const VariableTable::Variable*> Lookup(const VariableTable& table
   return v;
 }
 
+// The id of `row` within piece `piece` (a hash table's ids are its keys).
+int64_t LocalId(const VariableTable::Variable& v, int piece, int64_t row) {
+  return v.hash_table ? row : row - v.pieces[piece].row_offset;
+}
+
+// The shape of `n` rows of `v`.
+Shape RowsShape(const VariableTable::Variable& v, int64_t n) {
+  if (v.hash_table) return {n, v.row_elems};
+  Shape shape = v.shape;
+  shape[0] = n;
+  return shape;
+}
+
+absl::Status NotWhole(const VariableTable::Variable& v) {
+  if (!v.hash_table) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "variable '", v.spec.name(), "' is a hash table: read and update it by rows "
+      "(PullRows, PushRows)"));
+}
+
 absl::Status CheckRows(const VariableTable::Variable& v, absl::Span<const int64_t> ids) {
+  if (v.hash_table) return absl::OkStatus();  // any int64 key
   if (v.shape.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("variable '", v.spec.name(), "' is a scalar: it has no rows"));
@@ -157,6 +199,7 @@ absl::StatusOr<std::vector<Tensor>> FunctionContext::Pull(
   std::vector<const VariableTable::Variable*> vars;
   for (const std::string& name : variables) {
     ASSIGN_OR_RETURN(const VariableTable::Variable* v, Lookup(*table_, name));
+    RETURN_IF_ERROR(NotWhole(*v));
     vars.push_back(v);
   }
   std::vector<PullRequest> pull(table_->num_ps());
@@ -207,7 +250,7 @@ absl::StatusOr<Tensor> FunctionContext::PullRows(const std::string& variable,
   std::vector<std::vector<int64_t>> positions(v->pieces.size());
   for (size_t k = 0; k < ids.size(); ++k) {
     const int piece = PieceOf(*v, ids[k]);
-    local[piece].push_back(ids[k] - v->pieces[piece].row_offset);
+    local[piece].push_back(LocalId(*v, piece, ids[k]));
     positions[piece].push_back(static_cast<int64_t>(k));
   }
   std::vector<PullRequest> pull(table_->num_ps());
@@ -220,10 +263,8 @@ absl::StatusOr<Tensor> FunctionContext::PullRows(const std::string& variable,
     lookup->set_ids(EncodeRowIds(absl::MakeConstSpan(local[i])));
     lookup_piece[p].push_back(static_cast<int>(i));
   }
-  Shape shape = v->shape;
-  shape[0] = static_cast<int64_t>(ids.size());
-  Tensor out(shape);
-  Shape piece_shape = v->shape;
+  Tensor out(RowsShape(*v, static_cast<int64_t>(ids.size())));
+  Shape piece_shape = RowsShape(*v, 0);
   for (int p = 0; p < table_->num_ps(); ++p) {
     if (pull[p].lookups_size() == 0) continue;
     pull[p].set_job(closure_.job_id());
@@ -278,6 +319,7 @@ absl::Status FunctionContext::Push(const std::vector<std::pair<std::string, Tens
   absl::flat_hash_set<std::string> seen;
   for (const auto& [name, gradient] : gradients) {
     ASSIGN_OR_RETURN(const VariableTable::Variable* v, Lookup(*table_, name));
+    RETURN_IF_ERROR(NotWhole(*v));
     if (!seen.insert(name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable '", name, "' is pushed twice in one step"));
@@ -309,8 +351,7 @@ absl::Status FunctionContext::PushRows(const std::string& variable,
                                        const Tensor& row_gradients) {
   ASSIGN_OR_RETURN(const VariableTable::Variable* v, Lookup(*table_, variable));
   RETURN_IF_ERROR(CheckRows(*v, ids));
-  Shape expected = v->shape;
-  expected[0] = static_cast<int64_t>(ids.size());
+  const Shape expected = RowsShape(*v, static_cast<int64_t>(ids.size()));
   if (row_gradients.shape() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the row gradients of variable '", variable, "' are ",
@@ -335,7 +376,7 @@ absl::Status FunctionContext::PushRows(const std::string& variable,
   std::vector<std::vector<float>> rows(v->pieces.size());
   for (size_t u = 0; u < unique.size(); ++u) {
     const int piece = PieceOf(*v, unique[u]);
-    local[piece].push_back(unique[u] - v->pieces[piece].row_offset);
+    local[piece].push_back(LocalId(*v, piece, unique[u]));
     rows[piece].insert(rows[piece].end(), summed.begin() + u * width,
                        summed.begin() + (u + 1) * width);
   }

@@ -6,6 +6,11 @@
 //  * Pull reads whole variables (a partitioned one's shards assembled along
 //    axis 0); PullRows reads only the named rows of a variable (an embedding
 //    lookup: never the whole table). One request per PS per call.
+//  * A hash table (VariableKind HASH_TABLE, a bounded dynamic vocabulary,
+//    one shard per PS) is read and updated only by rows, its ids any int64
+//    keys (as uint64, shard HashTableShard(id, num_ps)); a row is created
+//    with the initializer on first touch, and past max_rows per shard the
+//    PS evicts by the table's policy.
 //  * Push / PushRows are ONE step each: one PushRequest per PS holding a
 //    piece, keyed UpdateKey{closure id, step index} under the closure's
 //    lease, step indices counting the closure's pushes from 0. A retried
@@ -56,13 +61,16 @@ class VariableTable {
   };
   struct Variable {
     VariableSpecProto spec;
+    // A hash table's is [dim]; its pieces are its shards in shard order.
+    bool hash_table = false;
     Shape shape;
     int64_t row_elems = 1;  // elements per row of axis 0 (all of a scalar)
     std::vector<Piece> pieces;
   };
 
-  // INVALID_ARGUMENT, naming the variable, when one is not DENSE float32,
-  // has no placement or two, a PS index outside [0, num_ps), or shards that
+  // INVALID_ARGUMENT, naming the variable, when one is not float32, a hash
+  // table is not [dim] or not one shard per PS, a variable has no placement
+  // or two, a PS index outside [0, num_ps), or shards that
   // do not cover its rows contiguously from row 0.
   static absl::StatusOr<VariableTable> Create(
       const std::vector<VariableSpecProto>& variables,
@@ -87,17 +95,19 @@ class FunctionContext {
                   const RunClosureRequest& closure);
 
   // The variables named, each whole (shape as declared). One PullRequest
-  // per PS. INVALID_ARGUMENT for an unknown name; a PS's error as it came.
+  // per PS. INVALID_ARGUMENT for an unknown name or a hash table; a PS's
+  // error as it came.
   absl::StatusOr<std::vector<Tensor>> Pull(const std::vector<std::string>& variables);
   absl::StatusOr<Tensor> Pull(const std::string& variable);
   // Rows `ids` of `variable` (rank >= 1), as [ids.size(), row elements...]:
   // row k is row ids[k] (duplicates allowed). INVALID_ARGUMENT for an
-  // unknown variable, a scalar, or an id outside [0, shape[0]).
+  // unknown variable, a scalar, or an id outside [0, shape[0]). A hash
+  // table's rows come as [ids.size(), dim], for any ids.
   absl::StatusOr<Tensor> PullRows(const std::string& variable, absl::Span<const int64_t> ids);
 
   // One step: each (variable, gradient) applied by the variable's optimizer,
   // gradients shaped as their variables. INVALID_ARGUMENT for an unknown
-  // variable, a variable named twice, a wrong shape, or a step past the
+  // variable, a hash table (PushRows), a variable named twice, a wrong shape, or a step past the
   // lease (lease_steps); nothing is sent then.
   absl::Status Push(const std::vector<std::pair<std::string, Tensor>>& gradients);
   // One step: the gradients of rows `ids` of `variable` (row k's gradient is

@@ -209,6 +209,26 @@ TEST_F(FunctionJobTest, BadPlacementIsRefused) {
   EXPECT_THAT(job.status().message(), HasSubstr("has no placement"));
 }
 
+// A hash table's placement must be one shard per PS, shard i on PS i.
+TEST(VariableTableTest, HashTablesAreOneShardPerPs) {
+  VariableSpecProto table = Var("ids", {4});
+  table.set_kind(HASH_TABLE);
+  absl::StatusOr<VariablePlan> plan = PlanVariables({table}, PartitionerSpec(), 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<VariableTable> ok = VariableTable::Create({table}, plan->placement, 2);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  const VariableTable::Variable* v = ok->Find("ids");
+  ASSERT_NE(v, nullptr);
+  EXPECT_TRUE(v->hash_table);
+  EXPECT_EQ(v->pieces.size(), 2u);
+  EXPECT_EQ(v->row_elems, 4);
+  std::vector<VariablePlacementProto> one_shard = plan->placement;
+  one_shard[0].mutable_shards()->RemoveLast();
+  absl::StatusOr<VariableTable> bad = VariableTable::Create({table}, one_shard, 2);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("one shard per PS"));
+}
+
 TEST_F(FunctionJobTest, WorkerStateRunsProgramJobsOnlyWithFunctions) {
   auto factory = [this](const std::string& address) -> std::unique_ptr<PsClient> {
     return std::make_unique<InProcessPsClient>(&stores_[address == "ps1" ? 1 : 0]);

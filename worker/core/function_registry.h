@@ -3,9 +3,10 @@
 // functions registered by name in the worker binary a user builds
 // (api/pscluster/function_worker.h).
 //
-// The runner is the hook: a Python worker (python/pscluster_ext.cc, later
-// work) implements FunctionRunner to unpickle and call Python functions;
-// the worker core sees only names, argument bytes and result bytes.
+// The runner is the hook: the Python worker (python/worker_bindings.cc,
+// `python3 -m pscluster.worker`) implements FunctionRunner to unpickle and
+// call Python functions; the worker core sees only names, argument bytes and
+// result bytes.
 //
 // Thread-safety: FunctionRunner implementations must be thread-safe (closures
 // run concurrently). FunctionRegistry is: Register and Run may race.
