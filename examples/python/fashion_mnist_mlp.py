@@ -9,12 +9,17 @@ idx files from /usr/share/datasets. Each closure pulls the four variables,
 runs forward and backward in NumPy and pushes the four gradients: one step
 per batch, applied once even when a closure is retried.
 
-    python3 examples/python/fashion_mnist_mlp.py [--epochs 5] [--workers 2]
+    python3 examples/python/fashion_mnist_mlp.py [--epochs 5] [--workers 2] [--json OUT]
+
+--json OUT writes the run's figures (examples/s over the epochs' schedule-to-
+join time, eval accuracy, steps and every PS's applied steps) for
+bench/python_api_bench.sh.
 """
 
 import argparse
 import gzip
 import itertools
+import json
 import struct
 import sys
 import time
@@ -59,6 +64,7 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tf_config", action="store_true",
                         help="use the servers of TF_CONFIG instead of starting local ones")
+    parser.add_argument("--json", help="write the run's figures to this file")
     args = parser.parse_args()
 
     if args.tf_config:
@@ -122,21 +128,31 @@ def main():
     n_train = 60000
     per_closure = args.batch * args.steps_per_closure
     start = time.monotonic()
+    train_seconds = 0.0
     for epoch in range(args.epochs):
+        epoch_start = time.monotonic()
         values = [coordinator.schedule(train_step, args=(data, epoch, b, min(b + per_closure, n_train),
                                                         args.batch, args.seed))
                   for b in range(0, n_train, per_closure)]
         coordinator.join()
+        train_seconds += time.monotonic() - epoch_start
         totals = np.sum(coordinator.fetch(values), axis=0)
         print(f"epoch {epoch + 1}: train loss {totals[0] / totals[1]:.4f} "
               f"accuracy {totals[2] / totals[1]:.4f} ({time.monotonic() - start:.1f} s)",
               flush=True)
     evals = [coordinator.schedule(evaluate, args=(data, b, b + 2000)) for b in range(0, 10000, 2000)]
     totals = np.sum(coordinator.fetch(evals), axis=0)
-    print(f"eval loss {totals[0] / totals[1]:.4f} accuracy {totals[2] / totals[1]:.4f}")
-    print(f"steps {coordinator.steps}; PS applied_steps "
-          f"{[s['applied_steps'] for s in coordinator.ps_stats()]}; "
+    accuracy = totals[2] / totals[1]
+    print(f"eval loss {totals[0] / totals[1]:.4f} accuracy {accuracy:.4f}")
+    applied = [s["applied_steps"] for s in coordinator.ps_stats()]
+    print(f"steps {coordinator.steps}; PS applied_steps {applied}; "
           f"wall {time.monotonic() - start:.1f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"examples": n_train * args.epochs, "train_seconds": train_seconds,
+                       "examples_per_sec": n_train * args.epochs / train_seconds,
+                       "eval_accuracy": float(accuracy), "steps": coordinator.steps,
+                       "applied_steps": applied, "wall_seconds": time.monotonic() - start}, f)
     strategy.close()
     cluster.stop()
     return 0
