@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/core/cluster_probe.h"
 #include "coordinator/core/health_watch.h"
+#include "coordinator/core/job_runner_test_util.h"
 #include "coordinator/core/phase_runner.h"
 #include "coordinator/core/worker_roster.h"
 #include "gtest/gtest.h"
@@ -22,22 +23,10 @@ namespace pscluster {
 namespace {
 
 JobSpec Spec() {
-  absl::StatusOr<JobSpec> spec = ParseJobSpec(R"(
-name: t
-model:
-  inputs: {dense: 4}
-  layers: [{dense: {units: 3}}]
-optimizer: {type: sgd}
-data:
-  train: {images: a, labels: b}
-  eval: {images: a, labels: b}
-  per_replica_batch: 10
-train: {epochs: 1, steps_per_closure: 3, closures_per_worker: 1}
-)",
-                                              "t.yaml");
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  EXPECT_TRUE(ResolveReplicas(ReplicasFor(*spec, 2), &*spec).ok());
-  return *spec;
+  JobSpec spec = job_runner_test_util::Spec(/*epochs=*/1);
+  spec.train.closures_per_worker = 1;
+  EXPECT_TRUE(ResolveReplicas(ReplicasFor(spec, 2), &spec).ok());
+  return spec;
 }
 
 // Runs every closure at once, after `before_run` (may block or fail it).
