@@ -502,15 +502,13 @@ void ClusterCoordinator::StartSessionLocked() {
     const absl::Status why = session->queue.Wait();
     CancelPending(why);
   });
-  session->control = std::thread([this, session] { ControlLoop(session); });
+  // The recovery is handed over here, not read from cluster_ by the thread:
+  // the destructor takes cluster_ before it ends the session, and a thread
+  // that starts late (a loaded machine) would find it gone.
+  session->control = std::thread([this, session, recovery] { ControlLoop(session, recovery); });
 }
 
-void ClusterCoordinator::ControlLoop(Session* session) {
-  ProgramRecovery* recovery;
-  {
-    absl::MutexLock lock(&mu_);
-    recovery = cluster_->recovery.get();
-  }
+void ClusterCoordinator::ControlLoop(Session* session, ProgramRecovery* recovery) {
   // Ends when the queue stopped and nothing is in flight.
   while (!session->queue.WaitFor(absl::Milliseconds(20))) {
     if (!recovery->ps_recovery()->failed() && !recovery->CheckpointDue()) continue;

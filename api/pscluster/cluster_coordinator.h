@@ -245,7 +245,8 @@ class ClusterCoordinator {
   void StartSessionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A session's control thread: heals PS failures and takes periodic
   // checkpoints with dispatch paused, until the session's queue stops.
-  void ControlLoop(Session* session) ABSL_LOCKS_EXCLUDED(control_mu_, mu_);
+  void ControlLoop(Session* session, ProgramRecovery* recovery)
+      ABSL_LOCKS_EXCLUDED(control_mu_, mu_);
   // Runs `op` with no closure in flight (dispatch paused), after healing a
   // PS failure; a recovery that fails stops the session with its error.
   // Starts the cluster first.
