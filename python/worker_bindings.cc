@@ -11,21 +11,26 @@
 // exception comes back as (type, message, traceback) and becomes the
 // closure's FunctionError. The function's pulls and pushes go through
 // PyFunctionContext to the closure's C++ FunctionContext, the GIL released
-// during each RPC, so every update carries the closure's exactly-once key.
+// during each RPC, so every update carries the closure's exactly-once key;
+// each push also reads back the variables read since the last one, for the
+// next read (PyFunctionContext).
 //
 // Thread-safety: PyFunctionRunner is thread-safe (the GIL serialises the
 // Python it runs). A PyFunctionContext belongs to one running closure and is
-// invalid (FAILED_PRECONDITION) once the closure returned.
+// invalid (FAILED_PRECONDITION) once the closure returned; its state is
+// touched only with the GIL held.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -41,17 +46,19 @@ namespace {
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using IdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 
-py::array_t<float> ToNumpy(const Tensor& t) {
-  py::array_t<float> out(std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()));
-  if (t.num_elements() > 0) {
-    std::memcpy(out.mutable_data(), t.data(), sizeof(float) * t.num_elements());
-  }
-  return out;
+// A NumPy array over `t`'s elements, copying nothing: the array owns the
+// tensor.
+py::array_t<float> ToNumpy(Tensor t) {
+  auto* owned = new Tensor(std::move(t));
+  py::capsule owner(owned, [](void* p) { delete static_cast<Tensor*>(p); });
+  return py::array_t<float>(std::vector<py::ssize_t>(owned->shape().begin(), owned->shape().end()),
+                            owned->data(), owner);
 }
 
 Tensor FromNumpy(const FloatArray& a) {
-  Shape shape(a.shape(), a.shape() + a.ndim());
-  return Tensor(std::move(shape), std::vector<float>(a.data(), a.data() + a.size()));
+  Tensor t(Shape(a.shape(), a.shape() + a.ndim()));
+  if (a.size() > 0) std::memcpy(t.data(), a.data(), sizeof(float) * a.size());
+  return t;
 }
 
 std::vector<int64_t> Ids(const IdArray& ids) {
@@ -62,22 +69,67 @@ std::vector<int64_t> Ids(const IdArray& ids) {
   return std::vector<int64_t>(ids.data(), ids.data() + ids.size());
 }
 
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // The closure's FunctionContext as Python sees it, valid while it runs.
+//
+// A push reads ahead (FunctionContext::PushAndPull): the whole variables the
+// function read since its last push come back with the push, and the first
+// read of each after it is answered from there, without a round trip of its
+// own. A training loop's read, compute, push then costs one round trip per
+// PS a step, as the C++ trainer's does. A value read ahead is the variable
+// as it was on its PS right after the closure's own push: every read still
+// sees the closure's latest push, and a retried closure's pushes keep their
+// keys (dropped as duplicates, the read ahead answered all the same). Rows
+// (PullRows) are not read ahead; a row push drops its variable's value read
+// ahead. A closure's last push reads ahead values nobody reads.
 class PyFunctionContext {
  public:
   explicit PyFunctionContext(FunctionContext* context) : context_(context) {}
 
-  void Invalidate() { context_ = nullptr; }
+  void Invalidate() {
+    context_ = nullptr;
+    read_ahead_.clear();
+    read_since_push_.clear();
+  }
 
   std::vector<py::array_t<float>> Pull(const std::vector<std::string>& names) {
     FunctionContext* c = Get();
-    absl::StatusOr<std::vector<Tensor>> tensors;
-    {
-      py::gil_scoped_release nogil;
-      tensors = c->Pull(names);
+    absl::flat_hash_map<std::string, Tensor> values;
+    std::vector<std::string> missing;
+    for (const std::string& name : names) {
+      if (values.contains(name) || Contains(missing, name)) continue;
+      if (auto it = read_ahead_.find(name); it != read_ahead_.end()) {
+        values.emplace(name, std::move(it->second));
+        read_ahead_.erase(it);
+      } else {
+        missing.push_back(name);
+      }
+    }
+    if (!missing.empty()) {
+      absl::StatusOr<std::vector<Tensor>> tensors;
+      {
+        py::gil_scoped_release nogil;
+        tensors = c->Pull(missing);
+      }
+      std::vector<Tensor> pulled = ValueOrThrow(std::move(tensors));
+      for (size_t i = 0; i < missing.size(); ++i) values.emplace(missing[i], std::move(pulled[i]));
     }
     std::vector<py::array_t<float>> out;
-    for (const Tensor& t : ValueOrThrow(std::move(tensors))) out.push_back(ToNumpy(t));
+    out.reserve(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto it = values.find(names[i]);
+      if (it == values.end()) {  // named twice: a copy of the first one's
+        const size_t first = std::find(names.begin(), names.end(), names[i]) - names.begin();
+        out.push_back(out[first].attr("copy")().cast<py::array_t<float>>());
+        continue;
+      }
+      out.push_back(ToNumpy(std::move(it->second)));
+      values.erase(it);
+      if (!Contains(read_since_push_, names[i])) read_since_push_.push_back(names[i]);
+    }
     return out;
   }
 
@@ -94,21 +146,31 @@ class PyFunctionContext {
 
   void Push(const std::vector<std::pair<std::string, FloatArray>>& gradients) {
     FunctionContext* c = Get();
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    tensors.reserve(gradients.size());
-    for (const auto& [name, g] : gradients) tensors.emplace_back(name, FromNumpy(g));
-    absl::Status s;
+    // Encoded straight from the arrays, which `gradients` keeps alive.
+    std::vector<FunctionContext::GradientView> views;
+    views.reserve(gradients.size());
+    for (const auto& [name, g] : gradients) {
+      views.push_back({name, Shape(g.shape(), g.shape() + g.ndim()),
+                       absl::MakeConstSpan(g.data(), static_cast<size_t>(g.size()))});
+    }
+    // Values read ahead by an earlier push are older than this one.
+    read_ahead_.clear();
+    std::vector<std::string> read_ahead;
+    read_ahead.swap(read_since_push_);
+    absl::StatusOr<std::vector<Tensor>> values;
     {
       py::gil_scoped_release nogil;
-      s = c->Push(tensors);
+      values = c->PushAndPull(views, read_ahead);
     }
-    OkOrThrow(s);
+    std::vector<Tensor> read = ValueOrThrow(std::move(values));
+    for (size_t i = 0; i < read.size(); ++i) read_ahead_.emplace(read_ahead[i], std::move(read[i]));
   }
 
   void PushRows(const std::string& name, const IdArray& ids, const FloatArray& rows) {
     FunctionContext* c = Get();
     std::vector<int64_t> id_list = Ids(ids);
     Tensor t = FromNumpy(rows);
+    read_ahead_.erase(name);
     absl::Status s;
     {
       py::gil_scoped_release nogil;
@@ -131,6 +193,11 @@ class PyFunctionContext {
   }
 
   FunctionContext* context_;
+  // Values the last push read ahead, each until it is read.
+  absl::flat_hash_map<std::string, Tensor> read_ahead_;
+  // The whole variables read since the last push, in order: the next push
+  // reads them ahead.
+  std::vector<std::string> read_since_push_;
 };
 
 class PyFunctionRunner final : public FunctionRunner {

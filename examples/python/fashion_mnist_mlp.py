@@ -12,8 +12,8 @@ per batch, applied once even when a closure is retried.
     python3 examples/python/fashion_mnist_mlp.py [--epochs 5] [--workers 2] [--json OUT]
 
 --json OUT writes the run's figures (examples/s over the epochs' schedule-to-
-join time, eval accuracy, steps and every PS's applied steps) for
-bench/python_api_bench.sh.
+join time, after every worker loaded the data; eval accuracy, steps and every
+PS's applied steps) for bench/python_api_bench.sh.
 """
 
 import argparse
@@ -99,7 +99,8 @@ def main():
 
     def train_step(data, epoch, begin, end, batch, seed):
         """Examples [begin, end) of epoch `epoch`'s shuffle (seeded, so a
-        retry reads the same batches): one pull and one push per batch."""
+        retry reads the same batches): one read and one push per batch, each
+        push bringing the next read's values back in its round trip."""
         (x_all, y_all), _ = next(data)
         order = np.random.default_rng(seed + epoch).permutation(len(y_all))[begin:end]
         loss_sum, correct = 0.0, 0
@@ -124,6 +125,16 @@ def main():
         x, y = x_all[begin:end], y_all[begin:end]
         _, _, p, loss = forward(pscluster.read(variables), x, y)
         return float(loss.sum()), len(y), int((p.argmax(axis=1) == y).sum())
+
+    def load_data(data):
+        next(data)  # a worker's first next() runs dataset_fn there (reads the idx files)
+
+    # Every worker loads the data before the timed epochs, as a YAML job's
+    # workers do at setup and bench/compare_tf's TF program in its warm-up:
+    # two closures per worker, the first two reaching both idle workers.
+    for _ in range(2 * args.workers):
+        coordinator.schedule(load_data, args=(data,))
+    coordinator.join()
 
     n_train = 60000
     per_closure = args.batch * args.steps_per_closure

@@ -192,12 +192,19 @@ _SYSTEM_DIRS = tuple(os.path.realpath(p) + os.sep for p in {
     sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} | {
     "/usr/lib/python3/dist-packages"})
 _by_value = set()
+# Each module of sys.modules already looked at (name -> module): schedule
+# runs once per closure, and resolving every module's path each time cost
+# milliseconds per call (stat calls), CPU taken from the workers.
+_examined = {}
 
 
 def _pickle_user_modules_by_value():
     """Functions defined in the program's own modules (not installed ones)
     travel by value: the workers need not have them on their path."""
     for name, module in list(sys.modules.items()):
+        if _examined.get(name) is module:
+            continue
+        _examined[name] = module
         if name in _by_value or name == "__main__" or name.split(".")[0] in (
                 "pscluster", "_pscluster"):
             continue

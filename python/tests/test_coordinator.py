@@ -244,6 +244,38 @@ def test_python_worker_killed_mid_closure_every_update_applied_once(tmp_path):
         strategy.close()
 
 
+def test_pushes_read_ahead_and_reads_see_the_closures_own_pushes(strategy):
+    # apply_gradients brings back what the function read since its last push
+    # (worker_bindings.cc): the next read is that value, after the push.
+    coordinator = pscluster.ClusterCoordinator(strategy)
+    sgd = pscluster.optimizers.SGD(1.0)
+    with strategy.scope():
+        w = pscluster.Variable(shape=(4, 3), initializer="ones", optimizer=sgd)  # 2 shards
+        u = pscluster.Variable(shape=(1, 3), initializer="ones", optimizer=sgd)  # 1 shard
+        emb = pscluster.Embedding(10, 2, embeddings_initializer="zeros", optimizer=sgd)
+
+    def steps():
+        seen = []
+        for _ in range(3):
+            wv, uv = pscluster.read([w, u])
+            seen.append((float(wv[3, 2]), float(uv[0, 1])))
+            wv += 100  # the function's own arrays
+            uv += 100
+            pscluster.apply_gradients([(np.ones((4, 3), np.float32), w),
+                                       (np.full((1, 3), 2, np.float32), u)])
+        a, b = pscluster.read([u, u])  # named twice: two arrays
+        a[0, 0] = 7
+        pscluster.apply_gradients([(pscluster.IndexedSlices(np.ones((1, 2)), [1]), emb)])
+        return seen, float(b[0, 0]), emb.lookup([1])[0].tolist(), pscluster.context().steps
+
+    seen, again, row, steps_pushed = coordinator.schedule(steps).fetch()
+    assert seen == [(1.0, 1.0), (0.0, -1.0), (-1.0, -3.0)]
+    assert again == -5.0
+    assert row == [-1.0, -1.0]
+    assert steps_pushed == 4
+    np.testing.assert_allclose(coordinator.schedule(u.read).fetch(), [[-5, -5, -5]])
+
+
 def test_lambda_and_numpy_results(strategy):
     coordinator = pscluster.ClusterCoordinator(strategy)
     with strategy.scope():

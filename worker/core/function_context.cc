@@ -20,15 +20,15 @@ absl::StatusOr<VariableTable> VariableTable::Create(
   absl::flat_hash_map<std::string, const VariablePlacementProto*> placed;
   for (const VariablePlacementProto& p : placement) {
     if (!placed.emplace(p.name(), &p).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("variable '", p.name(), "' is placed twice"));
+      return absl::InvalidArgumentError(absl::StrCat("variable '", p.name(), "' is placed twice"));
     }
   }
   for (const VariableSpecProto& spec : variables) {
     if ((spec.kind() != DENSE && spec.kind() != HASH_TABLE) || spec.dtype() != DT_FLOAT32) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable '", spec.name(), "': a program job's variables are float32, dense or hash "
-          "tables"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", spec.name(),
+                       "': a program job's variables are float32, dense or hash "
+                       "tables"));
     }
     auto it = placed.find(spec.name());
     if (it == placed.end()) {
@@ -44,15 +44,15 @@ absl::StatusOr<VariableTable> VariableTable::Create(
     if (spec.kind() == HASH_TABLE) {
       // One shard per PS, shard i on PS i (PlanVariables).
       if (v.shape.size() != 1 || v.shape[0] < 1 || p.shards_size() != num_ps) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "hash table '", spec.name(), "' must be [dim] with one shard per PS"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("hash table '", spec.name(), "' must be [dim] with one shard per PS"));
       }
       v.hash_table = true;
       v.row_elems = v.shape[0];
       for (int i = 0; i < p.shards_size(); ++i) {
         if (p.shards(i).ps_index() != i || p.shards(i).name().empty()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "hash table '", spec.name(), "': shard ", i, " is not on PS ", i));
+          return absl::InvalidArgumentError(
+              absl::StrCat("hash table '", spec.name(), "': shard ", i, " is not on PS ", i));
         }
         v.pieces.push_back(Piece{p.shards(i).name(), i, 0, 0});
       }
@@ -75,9 +75,8 @@ absl::StatusOr<VariableTable> VariableTable::Create(
     }
     for (const Piece& piece : v.pieces) {
       if (piece.ps < 0 || piece.ps >= num_ps) {
-        return absl::InvalidArgumentError(absl::StrCat("variable '", spec.name(),
-                                                       "' is placed on PS ", piece.ps, " of ",
-                                                       num_ps));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variable '", spec.name(), "' is placed on PS ", piece.ps, " of ", num_ps));
       }
     }
     table.variables_.emplace(spec.name(), std::move(v));
@@ -122,8 +121,8 @@ absl::StatusOr<const VariableTable::Variable*> Lookup(const VariableTable& table
                                                       const std::string& name) {
   const VariableTable::Variable* v = table.Find(name);
   if (v == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown variable '", name, "' (the program declared: ", table.Names(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown variable '", name, "' (the program declared: ", table.Names(), ")"));
   }
   return v;
 }
@@ -143,9 +142,22 @@ Shape RowsShape(const VariableTable::Variable& v, int64_t n) {
 
 absl::Status NotWhole(const VariableTable::Variable& v) {
   if (!v.hash_table) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "variable '", v.spec.name(), "' is a hash table: read and update it by rows "
-      "(PullRows, PushRows)"));
+  return absl::InvalidArgumentError(absl::StrCat("variable '", v.spec.name(),
+                                                 "' is a hash table: read and update it by rows "
+                                                 "(PullRows, PushRows)"));
+}
+
+// The whole variables `names` (no hash table among them).
+absl::StatusOr<std::vector<const VariableTable::Variable*>> WholeVariables(
+    const VariableTable& table, const std::vector<std::string>& names) {
+  std::vector<const VariableTable::Variable*> vars;
+  vars.reserve(names.size());
+  for (const std::string& name : names) {
+    ASSIGN_OR_RETURN(const VariableTable::Variable* v, Lookup(table, name));
+    RETURN_IF_ERROR(NotWhole(*v));
+    vars.push_back(v);
+  }
+  return vars;
 }
 
 absl::Status CheckRows(const VariableTable::Variable& v, absl::Span<const int64_t> ids) {
@@ -157,8 +169,7 @@ absl::Status CheckRows(const VariableTable::Variable& v, absl::Span<const int64_
   for (int64_t id : ids) {
     if (id < 0 || id >= v.shape[0]) {
       return absl::InvalidArgumentError(absl::StrCat("row ", id, " is outside variable '",
-                                                     v.spec.name(), "' of ", v.shape[0],
-                                                     " rows"));
+                                                     v.spec.name(), "' of ", v.shape[0], " rows"));
     }
   }
   return absl::OkStatus();
@@ -194,28 +205,32 @@ absl::StatusOr<UpdateKey> FunctionContext::NextStep() {
   return key;
 }
 
-absl::StatusOr<std::vector<Tensor>> FunctionContext::Pull(
-    const std::vector<std::string>& variables) {
-  std::vector<const VariableTable::Variable*> vars;
-  for (const std::string& name : variables) {
-    ASSIGN_OR_RETURN(const VariableTable::Variable* v, Lookup(*table_, name));
-    RETURN_IF_ERROR(NotWhole(*v));
-    vars.push_back(v);
-  }
-  std::vector<PullRequest> pull(table_->num_ps());
+void FunctionContext::AddPulls(absl::Span<const VariableTable::Variable* const> vars,
+                               std::vector<PullRequest>* pull) const {
   for (const VariableTable::Variable* v : vars) {
-    for (const auto& piece : v->pieces) pull[piece.ps].add_names(piece.name);
+    for (const auto& piece : v->pieces) (*pull)[piece.ps].add_names(piece.name);
   }
-  std::vector<PullResponse> pulled(table_->num_ps());
+}
+
+absl::Status FunctionContext::SendPulls(std::vector<PullRequest>* pull,
+                                        const std::vector<bool>& skip) {
+  pulled_.resize(table_->num_ps());
   for (int p = 0; p < table_->num_ps(); ++p) {
-    if (pull[p].names_size() == 0) continue;
-    pull[p].set_job(closure_.job_id());
-    *pull[p].mutable_lease() = LeaseKey();
-    if (absl::Status s = (*ps_)[p]->Pull(pull[p], &pulled[p]); !s.ok()) return Cluster(s);
+    if ((*pull)[p].names_size() == 0 || skip[p]) continue;
+    (*pull)[p].set_job(closure_.job_id());
+    *(*pull)[p].mutable_lease() = LeaseKey();
+    if (absl::Status s = (*ps_)[p]->Pull((*pull)[p], &pulled_[p]); !s.ok()) return Cluster(s);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> FunctionContext::ReadPulls(
+    absl::Span<const VariableTable::Variable* const> vars) {
+  std::vector<PullResponse>& pulled = pulled_;
   // Each PS answers its names in request order.
   std::vector<int> next(table_->num_ps(), 0);
   std::vector<Tensor> out;
+  out.reserve(vars.size());
   for (const VariableTable::Variable* v : vars) {
     Tensor t(v->shape);
     for (const auto& piece : v->pieces) {
@@ -226,14 +241,30 @@ absl::StatusOr<std::vector<Tensor>> FunctionContext::Pull(
       }
       Shape shape = v->shape;
       if (!shape.empty()) shape[0] = piece.rows;
-      ASSIGN_OR_RETURN(absl::Span<const float> values,
-                       TensorView(pulled[piece.ps].tensors(k).tensor(), shape, piece.name));
-      std::memcpy(t.data() + piece.row_offset * v->row_elems, values.data(),
-                  values.size() * sizeof(float));
+      TensorProto* proto = pulled[piece.ps].mutable_tensors(k)->mutable_tensor();
+      ASSIGN_OR_RETURN(absl::Span<const float> values, TensorView(*proto, shape, piece.name));
+      if (v->pieces.size() == 1) {
+        // The tensor takes the answer's bytes, and the answer the tensor's
+        // buffer of the same size, for the next call to read into.
+        t.SwapBytes(proto->mutable_data());
+      } else {
+        std::memcpy(t.data() + piece.row_offset * v->row_elems, values.data(),
+                    values.size() * sizeof(float));
+      }
     }
     out.push_back(std::move(t));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> FunctionContext::Pull(
+    const std::vector<std::string>& variables) {
+  ASSIGN_OR_RETURN(std::vector<const VariableTable::Variable*> vars,
+                   WholeVariables(*table_, variables));
+  std::vector<PullRequest> pull(table_->num_ps());
+  AddPulls(vars, &pull);
+  RETURN_IF_ERROR(SendPulls(&pull, std::vector<bool>(table_->num_ps(), false)));
+  return ReadPulls(vars);
 }
 
 absl::StatusOr<Tensor> FunctionContext::Pull(const std::string& variable) {
@@ -272,9 +303,8 @@ absl::StatusOr<Tensor> FunctionContext::PullRows(const std::string& variable,
     PullResponse response;
     if (absl::Status s = (*ps_)[p]->Pull(pull[p], &response); !s.ok()) return Cluster(s);
     if (response.rows_size() != pull[p].lookups_size()) {
-      return Cluster(absl::InternalError(
-          absl::StrCat("PS ", p, " answered ", response.rows_size(), " lookups of ",
-                       pull[p].lookups_size())));
+      return Cluster(absl::InternalError(absl::StrCat("PS ", p, " answered ", response.rows_size(),
+                                                      " lookups of ", pull[p].lookups_size())));
     }
     for (int l = 0; l < response.rows_size(); ++l) {
       const int piece = lookup_piece[p][l];
@@ -282,9 +312,9 @@ absl::StatusOr<Tensor> FunctionContext::PullRows(const std::string& variable,
       // A lookup answers [n, dim]: rows of a higher-rank variable come flat.
       ASSIGN_OR_RETURN(Tensor rows, DecodeTensor(response.rows(l).tensor()));
       if (rows.num_elements() != piece_shape[0] * v->row_elems) {
-        return Cluster(absl::InternalError(absl::StrCat(
-            "PS ", p, " answered ", rows.num_elements(), " values for ", piece_shape[0],
-            " rows of '", v->pieces[piece].name, "'")));
+        return Cluster(absl::InternalError(absl::StrCat("PS ", p, " answered ", rows.num_elements(),
+                                                        " values for ", piece_shape[0],
+                                                        " rows of '", v->pieces[piece].name, "'")));
       }
       for (size_t r = 0; r < positions[piece].size(); ++r) {
         std::memcpy(out.data() + positions[piece][r] * v->row_elems,
@@ -297,12 +327,13 @@ absl::StatusOr<Tensor> FunctionContext::PullRows(const std::string& variable,
 }
 
 absl::Status FunctionContext::SendPushes(std::vector<PushRequest>* push) {
-  std::vector<PushResponse> pushed(push->size());
+  std::vector<PushResponse>* pushed = &pushed_;
+  pushed->resize(push->size());
   std::vector<std::unique_ptr<PendingPsCall>> calls(push->size());
   for (size_t p = 0; p < push->size(); ++p) {
     if ((*push)[p].gradients_size() == 0 && (*push)[p].sparse_size() == 0) continue;
     (*push)[p].set_job(closure_.job_id());
-    calls[p] = (*ps_)[p]->StartPush((*push)[p], &pushed[p]);
+    calls[p] = (*ps_)[p]->StartPush((*push)[p], &(*pushed)[p]);
   }
   absl::Status first;
   for (auto& call : calls) {
@@ -314,48 +345,102 @@ absl::Status FunctionContext::SendPushes(std::vector<PushRequest>* push) {
   return absl::OkStatus();
 }
 
-absl::Status FunctionContext::Push(const std::vector<std::pair<std::string, Tensor>>& gradients) {
+namespace {
+
+std::vector<FunctionContext::GradientView> Views(
+    const std::vector<std::pair<std::string, Tensor>>& gradients) {
+  std::vector<FunctionContext::GradientView> views;
+  views.reserve(gradients.size());
+  for (const auto& [name, gradient] : gradients) {
+    views.push_back({name, gradient.shape(), gradient.values()});
+  }
+  return views;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PushRequest>> FunctionContext::PushRequests(
+    absl::Span<const GradientView> gradients) {
   std::vector<PushRequest> push(table_->num_ps());
   absl::flat_hash_set<std::string> seen;
-  for (const auto& [name, gradient] : gradients) {
+  for (const GradientView& gradient : gradients) {
+    const std::string& name = gradient.name;
     ASSIGN_OR_RETURN(const VariableTable::Variable* v, Lookup(*table_, name));
     RETURN_IF_ERROR(NotWhole(*v));
     if (!seen.insert(name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable '", name, "' is pushed twice in one step"));
     }
-    if (gradient.shape() != v->shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the gradient of variable '", name, "' is ", ShapeString(gradient.shape()),
-          ", not the variable's ", ShapeString(v->shape)));
+    if (gradient.shape != v->shape ||
+        static_cast<int64_t>(gradient.values.size()) != NumElements(v->shape)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the gradient of variable '", name, "' is ", ShapeString(gradient.shape),
+                       ", not the variable's ", ShapeString(v->shape)));
     }
     for (const auto& piece : v->pieces) {
       Shape shape = v->shape;
       if (!shape.empty()) shape[0] = piece.rows;
       NamedTensor* g = push[piece.ps].add_gradients();
       g->set_name(piece.name);
-      EncodeTensor(shape,
-                   gradient.values().subspan(piece.row_offset * v->row_elems,
-                                             piece.rows * v->row_elems),
-                   g->mutable_tensor());
+      EncodeTensor(
+          shape,
+          gradient.values.subspan(piece.row_offset * v->row_elems, piece.rows * v->row_elems),
+          g->mutable_tensor());
     }
   }
   ASSIGN_OR_RETURN(const UpdateKey key, NextStep());
   for (PushRequest& r : push) *r.mutable_update() = key;
+  return push;
+}
+
+absl::Status FunctionContext::Push(const std::vector<std::pair<std::string, Tensor>>& gradients) {
+  ASSIGN_OR_RETURN(std::vector<PushRequest> push, PushRequests(Views(gradients)));
   ++steps_;
   return SendPushes(&push);
 }
 
-absl::Status FunctionContext::PushRows(const std::string& variable,
-                                       absl::Span<const int64_t> ids,
+absl::StatusOr<std::vector<Tensor>> FunctionContext::PushAndPull(
+    const std::vector<std::pair<std::string, Tensor>>& gradients,
+    const std::vector<std::string>& pull_names) {
+  return PushAndPull(Views(gradients), pull_names);
+}
+
+absl::StatusOr<std::vector<Tensor>> FunctionContext::PushAndPull(
+    absl::Span<const GradientView> gradients, const std::vector<std::string>& pull_names) {
+  ASSIGN_OR_RETURN(std::vector<const VariableTable::Variable*> vars,
+                   WholeVariables(*table_, pull_names));
+  ASSIGN_OR_RETURN(std::vector<PushRequest> push, PushRequests(gradients));
+  std::vector<PullRequest> pull(table_->num_ps());
+  AddPulls(vars, &pull);
+  // A PS with gradients answers its pull with the push; the others alone.
+  std::vector<bool> fused(table_->num_ps(), false);
+  for (int p = 0; p < table_->num_ps(); ++p) {
+    PushRequest& r = push[p];
+    if (pull[p].names_size() == 0 || (r.gradients_size() == 0 && r.sparse_size() == 0)) continue;
+    pull[p].set_job(closure_.job_id());
+    *r.mutable_pull() = std::move(pull[p]);
+    fused[p] = true;
+  }
+  ++steps_;
+  RETURN_IF_ERROR(SendPushes(&push));
+  pulled_.resize(table_->num_ps());
+  for (int p = 0; p < table_->num_ps(); ++p) {
+    // The answer goes to pulled_, its buffers kept for the next push's.
+    if (fused[p]) pulled_[p].Swap(pushed_[p].mutable_pulled());
+  }
+  RETURN_IF_ERROR(SendPulls(&pull, fused));
+  return ReadPulls(vars);
+}
+
+absl::Status FunctionContext::PushRows(const std::string& variable, absl::Span<const int64_t> ids,
                                        const Tensor& row_gradients) {
   ASSIGN_OR_RETURN(const VariableTable::Variable* v, Lookup(*table_, variable));
   RETURN_IF_ERROR(CheckRows(*v, ids));
   const Shape expected = RowsShape(*v, static_cast<int64_t>(ids.size()));
   if (row_gradients.shape() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the row gradients of variable '", variable, "' are ",
-        ShapeString(row_gradients.shape()), ", not ", ShapeString(expected)));
+    return absl::InvalidArgumentError(absl::StrCat("the row gradients of variable '", variable,
+                                                   "' are ", ShapeString(row_gradients.shape()),
+                                                   ", not ", ShapeString(expected)));
   }
   // The PS takes distinct ids: a repeated id's gradients are summed.
   absl::flat_hash_map<int64_t, int64_t> slot;

@@ -72,9 +72,9 @@ class VariableTable {
   // table is not [dim] or not one shard per PS, a variable has no placement
   // or two, a PS index outside [0, num_ps), or shards that
   // do not cover its rows contiguously from row 0.
-  static absl::StatusOr<VariableTable> Create(
-      const std::vector<VariableSpecProto>& variables,
-      const std::vector<VariablePlacementProto>& placement, int num_ps);
+  static absl::StatusOr<VariableTable> Create(const std::vector<VariableSpecProto>& variables,
+                                              const std::vector<VariablePlacementProto>& placement,
+                                              int num_ps);
 
   // Null for an unknown name.
   const Variable* Find(const std::string& name) const;
@@ -110,6 +110,27 @@ class FunctionContext {
   // variable, a hash table (PushRows), a variable named twice, a wrong shape, or a step past the
   // lease (lease_steps); nothing is sent then.
   absl::Status Push(const std::vector<std::pair<std::string, Tensor>>& gradients);
+  // One step as Push, and the variables `pull` (whole, as Pull) read in the
+  // same round trip: each PS holding a piece of the step answers its pieces
+  // of them as they are after applying it (also when the step was applied
+  // before, by an earlier run of the closure), so that the function's next
+  // Pull costs no round trip of its own (the trainer's fused pull, ps-lite's
+  // PushPull). A PS the step does not reach is pulled after the pushes.
+  // Errors as Push and Pull; nothing is sent for a bad gradient or name.
+  absl::StatusOr<std::vector<Tensor>> PushAndPull(
+      const std::vector<std::pair<std::string, Tensor>>& gradients,
+      const std::vector<std::string>& pull);
+  // A gradient in memory the caller keeps (a NumPy array's): encoded into
+  // the request straight from there.
+  struct GradientView {
+    std::string name;
+    Shape shape;
+    absl::Span<const float> values;  // NumElements(shape) of them
+  };
+  // PushAndPull of gradients in the caller's memory (`pull` may be empty:
+  // a Push).
+  absl::StatusOr<std::vector<Tensor>> PushAndPull(absl::Span<const GradientView> gradients,
+                                                  const std::vector<std::string>& pull);
   // One step: the gradients of rows `ids` of `variable` (row k's gradient is
   // row k of `row_gradients`, [ids.size(), row elements...]); a repeated
   // id's gradients are summed. Errors as Push, and for ids as PullRows.
@@ -128,8 +149,20 @@ class FunctionContext {
   absl::Status Cluster(absl::Status s);
   // The next step's UpdateKey, or INVALID_ARGUMENT past the lease.
   absl::StatusOr<UpdateKey> NextStep();
-  // Sends push[p] to every PS with work, in parallel; the first error.
+  // Sends push[p] to every PS with work, in parallel, answers in
+  // pushed_[p]; the first error.
   absl::Status SendPushes(std::vector<PushRequest>* push);
+  // Push's requests for `gradients` (its checks), keyed by the next step.
+  absl::StatusOr<std::vector<PushRequest>> PushRequests(absl::Span<const GradientView> gradients);
+  // The pull of whole `vars`: their pieces' names added to (*pull)[p].
+  void AddPulls(absl::Span<const VariableTable::Variable* const> vars,
+                std::vector<PullRequest>* pull) const;
+  // Sends (*pull)[p] to every PS with names and not `skip[p]`, answers in
+  // pulled_[p].
+  absl::Status SendPulls(std::vector<PullRequest>* pull, const std::vector<bool>& skip);
+  // `vars` assembled from pulled_, the answers to AddPulls' requests.
+  absl::StatusOr<std::vector<Tensor>> ReadPulls(
+      absl::Span<const VariableTable::Variable* const> vars);
   UpdateKey LeaseKey() const;
 
   const VariableTable* const table_;
@@ -137,6 +170,11 @@ class FunctionContext {
   const RunClosureRequest& closure_;
   int64_t steps_ = 0;
   absl::Status cluster_error_;
+  // The answers of every call, reused from one to the next: a tensor is
+  // read into the buffer its last answer left there (ps/service/
+  // data_plane_wire.h), as the trainer's per-step buffers are.
+  std::vector<PushResponse> pushed_;
+  std::vector<PullResponse> pulled_;
 };
 
 }  // namespace pscluster

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/control_auth.h"
 #include "common/model_variables.h"
 #include "common/partitioner.h"
@@ -156,6 +159,44 @@ TEST_F(FunctionJobTest, PullRowsAndPushRowsOverShards) {
   ASSERT_TRUE(job_->RunClosure(Closure(2, "rows"), &response).ok());
   // Row 7 got two gradients of 1 (summed), row 1 one; lr 1.
   EXPECT_EQ(response.function_result(), "-2-10");
+}
+
+// PushAndPull reads whole variables back with its step: from the PS the
+// step reaches in the push's round trip, after applying it (also when a
+// retry's push is a duplicate), and from the other PS by a pull of its own.
+TEST_F(FunctionJobTest, PushAndPullReadsBackAfterTheStep) {
+  ASSERT_TRUE(registry_.Register("fused", [](FunctionContext& ctx, const std::string& args)
+                                                -> absl::StatusOr<std::string> {
+    const std::vector<std::string> names = {"emb", args == "bad" ? "nope" : "w"};
+    absl::StatusOr<std::vector<Tensor>> read =
+        ctx.PushAndPull({{"w", Tensor({3}, {1, 2, 3})}}, names);
+    if (!read.ok()) return read.status();
+    EXPECT_EQ((*read)[0].shape(), (Shape{10, 4}));
+    std::string out;
+    for (float x : (*read)[1].values()) out += std::to_string(static_cast<int>(x));
+    // Rows 1 and 7 of emb, one in each shard.
+    const Tensor& emb = (*read)[0];
+    return absl::StrCat(out, ":", emb.values()[4], ",", emb.values()[28]);
+  }).ok());
+  RunClosureResponse r;
+  ASSERT_TRUE(job_->RunClosure(Closure(1, "step"), &r).ok());  // w -1; emb row 1 -1, row 7 -2
+  r.Clear();
+  ASSERT_TRUE(job_->RunClosure(Closure(2, "fused"), &r).ok());
+  EXPECT_EQ(r.function_result(), "-2-3-4:-1,-2");
+  EXPECT_EQ(r.steps(), 1);
+  r.Clear();
+  ASSERT_TRUE(job_->RunClosure(Closure(2, "fused"), &r).ok());  // the retry: applied once
+  EXPECT_EQ(r.function_result(), "-2-3-4:-1,-2");
+  // An unknown name sends nothing and takes no step.
+  RunClosureRequest bad = Closure(3, "fused");
+  bad.set_function_args("bad");
+  r.Clear();
+  ASSERT_TRUE(job_->RunClosure(bad, &r).ok());
+  EXPECT_THAT(r.function_error().message(), HasSubstr("unknown variable 'nope'"));
+  EXPECT_EQ(r.steps(), 0);
+  r.Clear();
+  ASSERT_TRUE(job_->RunClosure(Closure(4, "fused"), &r).ok());
+  EXPECT_EQ(r.function_result(), "-3-5-7:-1,-2");
 }
 
 TEST_F(FunctionJobTest, FunctionErrorsAreTheFunctions) {
