@@ -3,15 +3,17 @@
 //   dispatch        the coordinator side in this process — ClosureQueue and
 //                   RunDispatchLoop over real GrpcWorkerClients (NOOP
 //                   closures, train.closures_per_worker loops per worker), the
-//                   job's HealthWatch and the readiness ClusterProbe over a
-//                   real GrpcHealthChecker (counted) at their default
-//                   intervals — against N real WorkerService servers in a
+//                   job's HealthWatch and the readiness ClusterProbe over
+//                   one ClusterLiveness (as coordinator/main.cc wires them)
+//                   over a real GrpcHealthChecker (its RPCs counted) at
+//                   their default intervals — against N real WorkerService servers in a
 //                   CHILD process (this binary with --mode=workers), so that
 //                   getrusage of this process is the coordinator's CPU alone.
 //                   Per worker count: closures/s, coordinator and worker CPU
 //                   per closure, p50/p99 closure latency, health-check RPCs/s
-//                   per poller and their CPU, coordinator threads; then, for
-//                   --idle_s with no closures, the pollers' RPC/s and CPU.
+//                   and checks answered without one, the pollers' CPU,
+//                   coordinator threads; then, for --idle_s with no
+//                   closures, the pollers' RPC/s and CPU.
 //   ps_connections  a real ps_server child and N idle clients from this
 //                   process (scale_ps.h); RSS and threads per connection.
 //   push_pull       push+pull round-trip latency with P PS and W concurrent
@@ -51,6 +53,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_util.h"
@@ -60,6 +63,7 @@
 #include "common/model_variables.h"
 #include "coordinator/core/closure_dispatch.h"
 #include "coordinator/core/closure_queue.h"
+#include "coordinator/core/cluster_liveness.h"
 #include "coordinator/core/cluster_probe.h"
 #include "coordinator/core/health_watch.h"
 #include "coordinator/service/grpc_health_checker.h"
@@ -86,6 +90,11 @@ ABSL_FLAG(double, probe_interval_s, 2.0,
 ABSL_FLAG(double, idle_s, 3.0,
           "dispatch: after the closures, seconds the health pollers run alone (their "
           "steady traffic and CPU).");
+ABSL_FLAG(bool, health, true,
+          "dispatch: run the health pollers (false: neither runs, for the CPU they cost).");
+ABSL_FLAG(bool, mutex_deadlock_detection, true,
+          "false: turn absl's Mutex deadlock detection off (it is on in a libabsl built without "
+          "NDEBUG, as Debian's, and so in the coordinator), to measure what it costs.");
 ABSL_FLAG(std::string, port_file, "", "workers: where the child writes its ports.");
 ABSL_FLAG(std::string, output_json, "", "If set, the results are also written here as JSON.");
 
@@ -187,8 +196,9 @@ class WorkersChild {
 // ---------------------------------------------------------------------------
 // The coordinator side.
 
-// The real checker, counted: health-check RPCs and the CPU the calling
-// thread spent in them, per poller (one wrapper each).
+// A checker, counted: checks and the CPU the calling thread spent in them
+// (around the real checker: the RPCs; around the shared liveness: one
+// poller's checks, answered from the record or by an RPC).
 class CountingHealthChecker final : public HealthChecker {
  public:
   explicit CountingHealthChecker(HealthChecker* inner) : inner_(inner) {}
@@ -204,6 +214,18 @@ class CountingHealthChecker final : public HealthChecker {
     Count(t0);
     if (!s.ok()) failed_.fetch_add(1);
     return s;
+  }
+  absl::Status CheckWorkerWithin(int index, absl::Duration max_age) override {
+    const double t0 = bench::ThreadCpuSeconds();
+    absl::Status s = inner_->CheckWorkerWithin(index, max_age);
+    Count(t0);
+    if (!s.ok()) failed_.fetch_add(1);
+    return s;
+  }
+  void WorkerAnswered(int index) override {
+    const double t0 = bench::ThreadCpuSeconds();
+    inner_->WorkerAnswered(index);
+    cpu_ns_.fetch_add(static_cast<int64_t>((bench::ThreadCpuSeconds() - t0) * 1e9));
   }
   int64_t calls() const { return calls_.load(); }
   int64_t failed() const { return failed_.load(); }
@@ -222,7 +244,8 @@ struct DispatchPoint {
   int workers = 0;
   double rate = 0, p50_ms = 0, p99_ms = 0;
   double coord_cpu_us = 0, worker_cpu_us = 0;  // per closure
-  double watch_rps = 0, probe_rps = 0;         // health-check RPCs/s
+  double health_rps = 0;                       // health-check RPCs/s (both pollers)
+  double saved_rps = 0;                        // checks/s answered without an RPC
   double health_cpu_share = 0;                 // of the coordinator's CPU
   int64_t health_failed = 0;
   // With no closures, for --idle_s: health-check RPCs/s of both pollers and
@@ -238,7 +261,9 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
                                                const WorkersChild& child) {
   std::vector<std::string> used(addresses.begin(), addresses.begin() + n);
   GrpcHealthChecker checker({}, used);
-  CountingHealthChecker watch_checker(&checker), probe_checker(&checker);
+  CountingHealthChecker rpc_checker(&checker);
+  ClusterLiveness liveness(&rpc_checker);
+  CountingHealthChecker watch_checker(&liveness), probe_checker(&liveness);
   std::vector<int64_t> sent_ns(closures, 0);
   std::vector<double> latency(closures, 0);
   std::vector<std::unique_ptr<bench::StampingClient>> clients;
@@ -275,8 +300,11 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
   ClusterProbe::Options po;
   po.num_workers = n;
   po.interval = absl::Seconds(absl::GetFlag(FLAGS_probe_interval_s));
-  auto probe = std::make_unique<ClusterProbe>(&probe_checker, po);
-  watch.Start();
+  // --health=false: neither poller runs (what health checking costs is the
+  // difference in coordinator CPU).
+  const bool health = absl::GetFlag(FLAGS_health);
+  auto probe = health ? std::make_unique<ClusterProbe>(&probe_checker, po) : nullptr;
+  if (health) watch.Start();
   std::vector<std::thread> pool;
   std::vector<DispatchOptions> options(n);
   for (int w = 0; w < n; ++w) {
@@ -288,6 +316,7 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
     d.worker_down = watch.worker_down(w);
     d.health_stopped = watch.stopped();
     d.worker_losses = watch.worker_losses(w);
+    d.worker_answers = watch.worker_answers(w);
     d.on_success = [&](const Closure& c, const RunClosureResponse&) {
       latency[c.id] = (absl::GetCurrentTimeNanos() - sent_ns[c.id]) / 1e6;
     };
@@ -301,12 +330,12 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
   const double cpu = bench::ProcessCpuSeconds(getpid()) - cpu0;
   const double child_cpu = child.CpuSeconds() - child0;
   for (auto& t : pool) t.join();
-  const int64_t calls0 = watch_checker.calls() + probe_checker.calls();
+  const int64_t calls0 = rpc_checker.calls();
   const double idle_cpu0 = bench::ProcessCpuSeconds(getpid());
   const absl::Time idle_start = absl::Now();
   absl::SleepFor(idle);
   const double idle_seconds = absl::ToDoubleSeconds(absl::Now() - idle_start);
-  const int64_t idle_calls = watch_checker.calls() + probe_checker.calls() - calls0;
+  const int64_t idle_calls = rpc_checker.calls() - calls0;
   const double idle_cpu = bench::ProcessCpuSeconds(getpid()) - idle_cpu0;
   watch.Join();
   probe.reset();
@@ -321,8 +350,8 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
   p.p99_ms = bench::Percentile(&latency, 0.99);
   p.coord_cpu_us = cpu * 1e6 / closures;
   p.worker_cpu_us = child_cpu * 1e6 / closures;
-  p.watch_rps = watch_checker.calls() / p.seconds;
-  p.probe_rps = probe_checker.calls() / p.seconds;
+  p.health_rps = (rpc_checker.calls() - idle_calls) / p.seconds;
+  p.saved_rps = liveness.worker_checks_saved() / p.seconds;
   p.health_cpu_share =
       cpu > 0 ? (watch_checker.cpu_seconds() + probe_checker.cpu_seconds()) / cpu : 0;
   p.health_failed = watch_checker.failed() + probe_checker.failed();
@@ -400,16 +429,17 @@ int RunDispatchMode(std::vector<int> counts) {
       if (r < 0) continue;
       std::cerr << absl::StrFormat(
           "  repeat %d: %4d workers: %.0f closures/s, coordinator %.1f us/closure, p50 %.2f ms "
-          "p99 %.2f ms, health %.0f+%.0f RPC/s, %d threads\n",
-          r + 1, n, p->rate, p->coord_cpu_us, p->p50_ms, p->p99_ms, p->watch_rps, p->probe_rps,
+          "p99 %.2f ms, health %.0f RPC/s (%.0f checks/s without one), %d threads\n",
+          r + 1, n, p->rate, p->coord_cpu_us, p->p50_ms, p->p99_ms, p->health_rps, p->saved_rps,
           p->threads);
       runs[i].push_back(*p);
     }
   }
   std::cout
       << "\n| workers | closures/s | coordinator CPU us/closure | worker-side CPU us/closure "
-         "| p50 ms | p99 ms | HealthWatch RPC/s | ClusterProbe RPC/s | health share of "
-         "coordinator CPU | coordinator threads | idle: health RPC/s | idle: coordinator cores |\n"
+         "| p50 ms | p99 ms | health-check RPC/s | checks answered without an RPC/s "
+         "| health share of coordinator CPU | coordinator threads | idle: health RPC/s "
+         "| idle: coordinator cores |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::string json =
       absl::StrCat("{\"mode\": \"dispatch\", \"date\": ", bench::JsonString(bench::UtcNow()),
@@ -431,9 +461,9 @@ int RunDispatchMode(std::vector<int> counts) {
         "| %d | %.0f | %.1f | %.1f | %.2f | %.2f | %.0f | %.0f | %.0f %% | %d | %.0f | %.3f |\n",
         counts[i], med(&DispatchPoint::rate), med(&DispatchPoint::coord_cpu_us),
         med(&DispatchPoint::worker_cpu_us), med(&DispatchPoint::p50_ms),
-        med(&DispatchPoint::p99_ms), med(&DispatchPoint::watch_rps), med(&DispatchPoint::probe_rps),
-        100 * med(&DispatchPoint::health_cpu_share), threads, med(&DispatchPoint::idle_rps),
-        med(&DispatchPoint::idle_cores));
+        med(&DispatchPoint::p99_ms), med(&DispatchPoint::health_rps),
+        med(&DispatchPoint::saved_rps), 100 * med(&DispatchPoint::health_cpu_share), threads,
+        med(&DispatchPoint::idle_rps), med(&DispatchPoint::idle_cores));
     absl::StrAppend(
         &json, i ? ", " : "", "{\"workers\": ", counts[i],
         ", \"closures_per_sec\": ", bench::JsonNumber(med(&DispatchPoint::rate)),
@@ -442,8 +472,8 @@ int RunDispatchMode(std::vector<int> counts) {
         ", \"worker_cpu_us_per_closure\": ", bench::JsonNumber(med(&DispatchPoint::worker_cpu_us)),
         ", \"p50_ms\": ", bench::JsonNumber(med(&DispatchPoint::p50_ms)),
         ", \"p99_ms\": ", bench::JsonNumber(med(&DispatchPoint::p99_ms)),
-        ", \"health_watch_rpc_per_sec\": ", bench::JsonNumber(med(&DispatchPoint::watch_rps)),
-        ", \"cluster_probe_rpc_per_sec\": ", bench::JsonNumber(med(&DispatchPoint::probe_rps)),
+        ", \"health_rpc_per_sec\": ", bench::JsonNumber(med(&DispatchPoint::health_rps)),
+        ", \"checks_without_rpc_per_sec\": ", bench::JsonNumber(med(&DispatchPoint::saved_rps)),
         ", \"health_cpu_share\": ", bench::JsonNumber(med(&DispatchPoint::health_cpu_share)),
         ", \"health_checks_failed\": ", failed, ", \"coordinator_threads\": ", threads,
         ", \"idle_health_rpc_per_sec\": ", bench::JsonNumber(med(&DispatchPoint::idle_rps)),
@@ -470,6 +500,9 @@ int Main(int argc, char** argv) {
       "  scale_bench --mode=dispatch|ps_connections|push_pull [--quick] [--output_json=PATH]");
   absl::ParseCommandLine(argc, argv);
   RaiseFileLimit();
+  if (!absl::GetFlag(FLAGS_mutex_deadlock_detection)) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
   const std::string mode = absl::GetFlag(FLAGS_mode);
   auto counts = Ints(absl::GetFlag(FLAGS_workers), "workers");
   if (!counts.ok()) {

@@ -7,10 +7,12 @@
 //                   Pull of a 4-float variable and then stays idle, as a
 //                   worker's connection to a PS between steps. Series
 //                   "data_plane" (the default client: gRPC channel + one
-//                   data-plane connection, which the PS serves with a thread)
-//                   and "grpc_only" (data_plane off). Per step: the child's
-//                   VmRSS and threads, and how many clients' pulls failed
-//                   (the data plane closes connections past its cap of 512).
+//                   data-plane connection, parked in the PS's epoll set and
+//                   served by its thread pool) and "grpc_only" (data_plane
+//                   off). Per step: the child's VmRSS and threads, and how
+//                   many clients' pulls failed (the data plane closes
+//                   connections past max_connections, 16,384, or what
+//                   RLIMIT_NOFILE allows).
 //   push_pull       data_plane_cluster's in-process PS servers, P PS x W
 //                   workers (--push_pull_shapes), each worker running fused
 //                   push+pull round trips of a tiny variable (4 KiB split

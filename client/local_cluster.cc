@@ -186,6 +186,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   coordinator.flags.clear();
   if (options.num_ps > 0) coordinator.flags.push_back("--ps=" + join(0, options.num_ps));
   coordinator.flags.push_back("--workers=" + join(options.num_ps, servers));
+  if (options.job_ps > 0) coordinator.flags.push_back(absl::StrCat("--job_ps=", options.job_ps));
   coordinator.flags.insert(coordinator.flags.end(), options.coordinator_flags.begin(),
                            options.coordinator_flags.end());
   coordinator.flags.insert(coordinator.flags.end(), options.server_flags.begin(),

@@ -58,6 +58,9 @@ absl::Duration RestartDelay(const RestartPolicy& policy, int attempt);
 struct LocalClusterOptions {
   int num_ps = 2;       // >= 0 (0: multi_worker_mirrored jobs only)
   int num_workers = 2;  // >= 1
+  // Elastic PS (docs/elastic_ps.md): jobs start on the first job_ps PS (the
+  // coordinator's --job_ps); the rest are spare, for `psctl rescale`. 0: all.
+  int job_ps = 0;
   // Existing directory for logs and port files.
   std::string run_dir;
   // Paths of the three server binaries.

@@ -174,6 +174,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
     return kExitBadInput;
   }
   LocalClusterOptions cluster_options = *std::move(prepared);
+  cluster_options.job_ps = mirrored ? 0 : options.job_ps;
   absl::StatusOr<std::unique_ptr<RunDir>> run_dir =
       RunDir::Create(options.run_dir, options.keep_run_dir);
   if (!run_dir.ok()) {

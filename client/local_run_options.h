@@ -15,6 +15,9 @@ struct LocalRunOptions {
   // Cluster size (parameter_server only); both >= 1.
   int num_ps = 2;
   int num_workers = 2;
+  // Elastic PS (docs/elastic_ps.md): the job starts on the first job_ps PS
+  // (0: all); the others are spare, for `psctl rescale`.
+  int job_ps = 0;
   // kText: progress (a bar on a TTY, else plain lines) and a summary on
   // stdout. kJson/kYaml: nothing on stdout but one object at the end
   // (result_json.h); progress lines go to stderr.

@@ -99,6 +99,11 @@ void AddLocal(CLI::App* app, PsctlCommandLine* cl) {
   sub->add_option("--workers", o.num_workers, "number of worker_server processes")
       ->check(CLI::Range(1, INT_MAX))
       ->capture_default_str();
+  sub->add_option("--job_ps", o.job_ps,
+                  "the job starts on the first N of the --ps PS; the others are spare, for "
+                  "`psctl rescale JOB --ps N` (default: all; docs/elastic_ps.md)")
+      ->check(CLI::Range(1, INT_MAX))
+      ->type_name("N");
   AddOutput(sub, cl);
   sub->add_option("--run_dir", o.run_dir,
                   "directory for logs and port files (default: a fresh /tmp/psctl-XXXXXX, "
@@ -140,6 +145,15 @@ void AddRemote(CLI::App* app, PsctlCommandLine* cl, const std::string& coordinat
   CLI::App* cancel = AddCommand(app, "cancel", "Cancel a queued or running job");
   cancel->add_option("JOB_ID", cl->argument, "the job")->required();
 
+  CLI::App* rescale = AddCommand(
+      app, "rescale",
+      "Move a running job onto the first N of the coordinator's PS tasks: checkpoint, re-shard, "
+      "resume (docs/elastic_ps.md); prints the pause");
+  rescale->add_option("JOB_ID", cl->argument, "the job")->required();
+  rescale->add_option("--ps", cl->rescale_ps, "the number of PS tasks the job runs on after it")
+      ->required()
+      ->type_name("N");
+
   CLI::App* list = AddCommand(app, "list", "List the coordinator's jobs, queued ones included");
 
   CLI::App* describe =
@@ -153,7 +167,7 @@ void AddRemote(CLI::App* app, PsctlCommandLine* cl, const std::string& coordinat
       "checkpoints, why it failed");
   logs->add_option("JOB_ID", cl->argument, "the job")->required();
 
-  for (CLI::App* sub : {submit, status, watch, cancel, list, describe, logs}) {
+  for (CLI::App* sub : {submit, status, watch, cancel, rescale, list, describe, logs}) {
     AddCoordinator(sub, cl, coordinator_default);
     AddCredentials(sub, cl);
     if (sub != cancel) AddOutput(sub, cl);

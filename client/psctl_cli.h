@@ -27,8 +27,8 @@ namespace pscluster {
 
 // What the user asked for.
 struct PsctlCommandLine {
-  // "local", "submit", "status", "watch", "cancel", "list", "describe",
-  // "logs", "checkpoint verify", "export" or "predict".
+  // "local", "submit", "status", "watch", "cancel", "rescale", "list",
+  // "describe", "logs", "checkpoint verify", "export" or "predict".
   std::string command;
   // JOB.yaml (local, submit), JOB_ID (status: optional; watch, cancel,
   // describe, logs) or DIR (checkpoint verify, export), or DIR|JOB.yaml
@@ -59,6 +59,8 @@ struct PsctlCommandLine {
   std::string predict_data;
   std::string predict_path;
   int64_t predict_closure_rows = 500;
+  // `rescale JOB_ID --ps N` (docs/elastic_ps.md): the PS the job moves onto.
+  int rescale_ps = 0;
 };
 
 // Builds the CLI11 app whose parse fills `*command_line` (not owned; must

@@ -102,6 +102,26 @@ TEST(PsctlCliTest, EveryRemoteCommandParses) {
   EXPECT_EQ(list.command, "list");
 }
 
+TEST(PsctlCliTest, RescaleAndLocalJobPs) {
+  PsctlCommandLine cl;
+  ASSERT_EQ(Parse({"rescale", "job-1", "--ps", "3", "--coordinator", "h:1", "-o", "json"}, &cl),
+            -1);
+  EXPECT_EQ(cl.command, "rescale");
+  EXPECT_EQ(cl.argument, "job-1");
+  EXPECT_EQ(cl.rescale_ps, 3);
+  EXPECT_EQ(cl.output, OutputFormat::kJson);
+  // --ps is required; its range is the coordinator's to judge (it knows its PS).
+  PsctlCommandLine no_ps;
+  EXPECT_EQ(Parse({"rescale", "job-1"}, &no_ps), 2);
+
+  PsctlCommandLine local;
+  ASSERT_EQ(Parse({"local", "job.yaml", "--ps", "3", "--job_ps", "2"}, &local), -1);
+  EXPECT_EQ(local.local.num_ps, 3);
+  EXPECT_EQ(local.local.job_ps, 2);
+  PsctlCommandLine zero;
+  EXPECT_EQ(Parse({"local", "job.yaml", "--job_ps", "0"}, &zero), 2);
+}
+
 TEST(PsctlCliTest, CheckpointVerify) {
   PsctlCommandLine cl;
   ASSERT_EQ(Parse({"checkpoint", "verify", "/ckpt", "--ps", "3", "--output=json"}, &cl), -1);

@@ -3,7 +3,8 @@
 //
 //   psctl local JOB.yaml [--ps N] [--workers M] [-o table|json|yaml] ...
 //   psctl submit JOB.yaml | status [JOB_ID] | watch JOB_ID | cancel JOB_ID |
-//         list | describe JOB_ID | logs JOB_ID  [--coordinator HOST:PORT]
+//         rescale JOB_ID --ps N | list | describe JOB_ID | logs JOB_ID
+//         [--coordinator HOST:PORT]
 //   psctl checkpoint verify DIR [--ps N]
 //   psctl export DIR --format onnx -o FILE
 //   psctl predict DIR|JOB.yaml [--data FILE] -o FILE [--ps N] [--workers M]
@@ -215,6 +216,7 @@ int Main(int argc, char** argv) {
   }
   std::unique_ptr<Coordinator::Stub> stub =
       Coordinator::NewStub(MakeChannel(cl.coordinator, token));
+  if (cl.command == "rescale") return RunRescale(cl.argument, cl.rescale_ps, cl.output, stub.get());
   return RunRemoteCommand(cl.command, cl.argument, cl.output, stub.get());
 }
 

@@ -170,6 +170,39 @@ int Logs(const std::string& job_id, OutputFormat output, Coordinator::Stub* stub
 
 }  // namespace
 
+int RunRescale(const std::string& job_id, int num_ps, OutputFormat output,
+               Coordinator::Stub* stub) {
+  RescaleJobRequest request;
+  request.set_job_id(job_id);
+  request.set_num_ps(num_ps);
+  RescaleJobResponse response;
+  grpc::ClientContext ctx;
+  // The coordinator answers once the job runs on the new PS, or after up to
+  // 120 s without a point to rescale at.
+  SetDeadline(&ctx, std::chrono::seconds(180));
+  grpc::Status s = stub->RescaleJob(&ctx, request, &response);
+  if (!s.ok()) return RpcError("RescaleJob", s);
+  if (output == OutputFormat::kText) {
+    if (response.old_num_ps() == response.num_ps()) {
+      std::printf("%s already runs on %d PS\n", job_id.c_str(), response.num_ps());
+    } else {
+      std::printf("rescaled %s from %d to %d PS at step %lld (checkpoint %lld): paused %.1f ms\n",
+                  job_id.c_str(), response.old_num_ps(), response.num_ps(),
+                  static_cast<long long>(response.step()),
+                  static_cast<long long>(response.checkpoint_id()), response.pause_ms());
+    }
+  } else {
+    PrintStructured({{"job_id", job_id},
+                     {"old_num_ps", response.old_num_ps()},
+                     {"num_ps", response.num_ps()},
+                     {"pause_ms", response.pause_ms()},
+                     {"checkpoint_id", response.checkpoint_id()},
+                     {"step", response.step()}},
+                    output);
+  }
+  return kExitOk;
+}
+
 std::string FormatJobTable(const ListJobsResponse& jobs) {
   std::string out = absl::StrFormat("%-28s %-24s %-10s %-6s %-7s %-13s %-8s %s\n", "JOB_ID", "NAME",
                                     "STATE", "QUEUE", "EPOCH", "STEPS", "LOSS", "EVAL_ACC");

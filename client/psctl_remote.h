@@ -21,6 +21,11 @@ namespace pscluster {
 int RunRemoteCommand(const std::string& command, const std::string& argument, OutputFormat output,
                      Coordinator::Stub* stub);
 
+// `rescale JOB_ID --ps N`: RescaleJob, then the move and its pause (text), or
+// old_num_ps, num_ps, pause_ms, checkpoint_id and step (-o json|yaml).
+int RunRescale(const std::string& job_id, int num_ps, OutputFormat output,
+               Coordinator::Stub* stub);
+
 // The job table of `status`/`list`: one row per job, with the queue position
 // of QUEUED jobs; ends in a newline.
 std::string FormatJobTable(const ListJobsResponse& jobs);

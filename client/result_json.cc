@@ -37,6 +37,10 @@ nlohmann::json JobStatusJson(const JobStatusProto& s) {
   // docs/staleness.md
   j["max_closure_staleness"] = s.max_closure_staleness();
   j["max_push_staleness"] = s.max_push_staleness();
+  // docs/elastic_ps.md
+  j["num_ps"] = s.num_ps();
+  j["ps_rescales"] = s.ps_rescales();
+  j["last_rescale_pause_ms"] = s.last_rescale_pause_ms();
   j["wall_seconds"] = s.wall_seconds();
   j["backend"] = s.backend();
   j["compute_seconds"] = s.compute_seconds();

@@ -41,6 +41,7 @@
 #include "common/job_spec.h"
 #include "common/update_lease.h"
 #include "coordinator/core/job_auth.h"
+#include "coordinator/core/cluster_liveness.h"
 #include "coordinator/core/cluster_probe.h"
 #include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/job_manager.h"
@@ -88,6 +89,9 @@ ABSL_FLAG(std::string, join_token_file, "",
           "the cluster while jobs run, and to leave it on SIGTERM (with TLS it also needs a "
           "certificate that may be a worker's). Empty: the workers are fixed and "
           "RegisterWorker is refused");
+ABSL_FLAG(int, job_ps, 0,
+          "elastic PS (docs/elastic_ps.md): jobs start on the first N of the --ps tasks; the "
+          "others are spare, for `psctl rescale JOB --ps N` (RescaleJob). 0: all of them");
 ABSL_FLAG(std::vector<std::string>, data_root, {pscluster::kDefaultDataRoot},
           "comma-separated directories a job's data files must lie under (symlinks resolved); "
           "a job naming another file is refused. Default: /usr/share/datasets, where Debian's "
@@ -254,6 +258,10 @@ int main(int argc, char** argv) {
     copies.push_back(copy_clients.back().get());
   }
   pscluster::GrpcHealthChecker health(ps_addresses, worker_addresses);
+  // The one record of which workers answer, shared by the readiness probe
+  // and every job's health loop (cluster_liveness.h): a worker is asked at
+  // most once an interval, and not at all while it answers its closures.
+  pscluster::ClusterLiveness liveness(&health);
   // Elastic workers: the roster the cluster's workers start it, those that
   // register join it (a client and a health check each, at its index).
   std::string join_token;
@@ -296,7 +304,14 @@ int main(int argc, char** argv) {
   runner_options.roster = roster.get();
   runner_options.ps_addresses = ps_addresses;
   runner_options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
-  runner_options.health = &health;
+  runner_options.job_ps = absl::GetFlag(FLAGS_job_ps);
+  if (runner_options.job_ps < 0 ||
+      runner_options.job_ps > static_cast<int>(ps_addresses.size())) {
+    std::cerr << "coordinator: --job_ps=" << runner_options.job_ps << " must lie in [0, "
+              << ps_addresses.size() << "] (the number of --ps tasks)\n";
+    return pscluster::kExitBadFlags;
+  }
+  runner_options.health = &liveness;
   runner_options.cluster_wait = absl::Seconds(absl::GetFlag(FLAGS_cluster_wait_s));
   runner_options.worker_addresses = worker_addresses;
   runner_options.worker_ps = copies;
@@ -380,7 +395,7 @@ int main(int argc, char** argv) {
     if (!reachable) spdlog::warn("cluster not reachable: health NOT_SERVING until every task answers");
     running->SetServing(pscluster::Coordinator::service_full_name(), reachable);
   };
-  auto probe = std::make_unique<pscluster::ClusterProbe>(&health, probe_options);
+  auto probe = std::make_unique<pscluster::ClusterProbe>(&liveness, probe_options);
   const std::string host = options->address.substr(0, options->address.rfind(':'));
   std::printf("coordinator listening on %s:%d\n", host.c_str(), (*server)->port());
   std::fflush(stdout);

@@ -8,6 +8,7 @@
 #include <prometheus/registry.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <csignal>
@@ -75,8 +76,26 @@ ABSL_FLAG(int64_t, data_plane_max_pending_bytes, 0,
           "with RESOURCE_EXHAUSTED and its connection closed. 0 (default): half of "
           "--max_memory_bytes, at most 1 GiB (1 GiB when that is unlimited).");
 
+ABSL_FLAG(int, data_plane_threads, 0,
+          "Threads that serve the data plane's proven connections when they are readable "
+          "(idle connections hold none; ps/service/data_plane_server.h). 0 (default): "
+          "max(4, 2 x the cores).");
+
 namespace pscluster {
 namespace {
+
+// Raises the soft limit on open files to the hard one: every data-plane
+// connection is a descriptor, and a common soft limit of 1,024 would cap the
+// connections at 896 (DataPlaneServer keeps 128 for the rest).
+void RaiseOpenFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::info("open files: soft limit raised from {} to {}", before, limit.rlim_cur);
+  }
+}
 
 int Main(int argc, char** argv) {
   // Tensors of 1 MiB and more are allocated with mmap and given back to the
@@ -122,6 +141,11 @@ int Main(int argc, char** argv) {
   if (max_pending_bytes < 0) {
     std::cerr << "ps_server: --data_plane_max_pending_bytes must be >= 0 (0: automatic), got "
               << max_pending_bytes << "\n";
+    return kExitBadFlags;
+  }
+  if (const int threads = absl::GetFlag(FLAGS_data_plane_threads); threads < 0 || threads > 1024) {
+    std::cerr << "ps_server: --data_plane_threads must be 0 (automatic) to 1024, got " << threads
+              << "\n";
     return kExitBadFlags;
   }
   if (max_pending_bytes == 0) {
@@ -189,6 +213,7 @@ int Main(int argc, char** argv) {
   if (data_plane_port < 0) {
     spdlog::info("no data plane (--data_plane_port=-1): Push and Pull on gRPC only");
   } else {
+    RaiseOpenFileLimit();
     DataPlaneServer::Options dp;
     if (TransportUsesTls()) {
       absl::StatusOr<std::unique_ptr<TlsContext>> tls =
@@ -203,6 +228,7 @@ int Main(int argc, char** argv) {
     dp.port = data_plane_port;
     dp.max_message_bytes = MaxMessageBytes();
     dp.max_pending_bytes = max_pending_bytes;
+    dp.serving_threads = absl::GetFlag(FLAGS_data_plane_threads);
     dp.memory_budget = store_options.memory_budget;
     int ignored_port = 0;
     (void)SplitHostPort(options.address, &dp.host, &ignored_port);

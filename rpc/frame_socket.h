@@ -103,6 +103,10 @@ class FrameStream {
   // Writes every piece, in order.
   virtual absl::Status WritePieces(absl::Span<const absl::string_view> pieces,
                                    absl::Time deadline) = 0;
+  // Whether bytes already taken off the socket wait in the stream (TLS keeps
+  // records it read ahead): then the socket not being readable does not mean
+  // that there is nothing to read. A plain socket keeps none.
+  virtual bool HasBufferedBytes() const { return false; }
 };
 
 // A plain TCP socket: sendmsg over iovecs, recv(MSG_WAITALL) straight into
@@ -182,14 +186,13 @@ struct FrameLimits {
 // frame or meta past `limits`, or what `limits.grow` refused. `head` may be reused from the last
 // frame: the capacity of its sizes and meta is read into (ReadGrowing).
 absl::Status ReadFrameHead(FrameStream& stream, const FrameLimits& limits,
-                           absl::Time first_byte_deadline, absl::Duration timeout,
-                           FrameHead* head, bool* closed);
+                           absl::Time first_byte_deadline, absl::Duration timeout, FrameHead* head,
+                           bool* closed);
 absl::Status ReadFrameHead(int fd, const FrameLimits& limits, absl::Time first_byte_deadline,
                            absl::Duration timeout, FrameHead* head, bool* closed);
 // As above, with only a frame limit of `max_bytes`.
-absl::Status ReadFrameHead(FrameStream& stream, int64_t max_bytes,
-                           absl::Time first_byte_deadline, absl::Duration timeout,
-                           FrameHead* head, bool* closed);
+absl::Status ReadFrameHead(FrameStream& stream, int64_t max_bytes, absl::Time first_byte_deadline,
+                           absl::Duration timeout, FrameHead* head, bool* closed);
 absl::Status ReadFrameHead(int fd, int64_t max_bytes, absl::Time first_byte_deadline,
                            absl::Duration timeout, FrameHead* head, bool* closed);
 
@@ -202,8 +205,8 @@ absl::Status ReadFull(int fd, char* data, size_t size, absl::Time deadline);
 // grows as bytes arrive, to at most twice what has arrived (at least 64 KiB
 // at a time, never past `size`), `grow` asked before each growth: a peer
 // that announces `size` and sends k bytes costs about 2 k, not `size`.
-absl::Status ReadGrowing(FrameStream& stream, size_t size, std::string* buffer,
-                         absl::Time deadline, const FrameGrowth& grow = {});
+absl::Status ReadGrowing(FrameStream& stream, size_t size, std::string* buffer, absl::Time deadline,
+                         const FrameGrowth& grow = {});
 absl::Status ReadGrowing(int fd, size_t size, std::string* buffer, absl::Time deadline,
                          const FrameGrowth& grow = {});
 

@@ -334,6 +334,8 @@ TlsStream::~TlsStream() { SSL_free(ssl_); }
 
 X509* TlsStream::peer_certificate() const { return SSL_get0_peer_certificate(ssl_); }
 
+bool TlsStream::HasBufferedBytes() const { return SSL_has_pending(ssl_) == 1; }
+
 absl::Status TlsStream::ReadSome(char* data, size_t size, absl::Time deadline, size_t* got,
                                  bool* closed) {
   for (;;) {

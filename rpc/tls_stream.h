@@ -111,6 +111,8 @@ class TlsStream final : public FrameStream {
   absl::Status ReadFull(char* data, size_t size, absl::Time deadline) override;
   absl::Status WritePieces(absl::Span<const absl::string_view> pieces,
                            absl::Time deadline) override;
+  // Decrypted or read-ahead bytes OpenSSL holds (SSL_has_pending).
+  bool HasBufferedBytes() const override;
 
  private:
   friend class TlsContext;

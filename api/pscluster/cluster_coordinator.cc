@@ -475,6 +475,7 @@ void ClusterCoordinator::StartSessionLocked() {
     d.worker_down = cluster->health->worker_down(static_cast<int>(w));
     d.health_stopped = cluster->health->stopped();
     d.worker_losses = cluster->health->worker_losses(static_cast<int>(w));
+    d.worker_answers = cluster->health->worker_answers(static_cast<int>(w));
     // A PS that failed: closures failing on it are retried without counting
     // attempts while the control thread heals it.
     d.ps_failed = [recovery] { return recovery->ps_recovery()->failed(); };

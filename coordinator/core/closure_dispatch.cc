@@ -145,6 +145,10 @@ void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOp
     const int64_t losses_before = Load(options.worker_losses);
     RunBatch(worker, options, batch, &status, &responses);
     if (roster != nullptr) roster->EndCall(options.roster_index);
+    if (options.worker_answers != nullptr &&
+        std::any_of(status.begin(), status.end(), [](const absl::Status& s) { return s.ok(); })) {
+      options.worker_answers->fetch_add(1, std::memory_order_relaxed);  // a sign of life
+    }
     // Counted up by the health loop before it cancelled the call.
     const bool worker_lost = Load(options.worker_losses) != losses_before;
     // It left the cluster during the call (its leave wait ran out): what

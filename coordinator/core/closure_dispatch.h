@@ -84,6 +84,10 @@ struct DispatchOptions {
   // goes back to the queue for another worker without counting an attempt:
   // the worker hung, not the closure. Null: never.
   const std::atomic<int64_t>* worker_losses = nullptr;
+  // Counted up for each call the worker answered (some closure of it
+  // succeeded): the health loop takes it as a sign of life instead of a
+  // health check (health_watch.h). Null: not counted.
+  std::atomic<int64_t>* worker_answers = nullptr;
   // The deadline of each call (ClosureDeadline::For), fed with the time of
   // each call that succeeded. Not owned; shared by the phase's dispatch
   // threads. Null: no deadline of its own (the WorkerClient's longest).

@@ -122,6 +122,23 @@ TEST(ClosureDispatchTest, OneClosurePerRpcUsesRunClosure) {
   EXPECT_EQ(recorded.attempts.size(), 3u);
 }
 
+// Each call the worker answered is counted for the health loop (a sign of
+// life instead of a health check); a call it did not answer is not.
+TEST(ClosureDispatchTest, CountsTheCallsTheWorkerAnswered) {
+  ScriptedWorker worker;
+  worker.Script(2, {absl::UnavailableError("connection refused")});
+  ClosureQueue queue;
+  Fill(&queue, 3);
+  Recorded recorded;
+  std::atomic<int64_t> answers{0};
+  DispatchOptions d = Options(1, &recorded);
+  d.worker_answers = &answers;
+  RunDispatchLoop(&worker, &queue, d);
+  EXPECT_TRUE(queue.Wait().ok());
+  EXPECT_EQ(worker.requests.size(), 4u);
+  EXPECT_EQ(answers.load(), 3);
+}
+
 // A failed closure inside a batch is retried alone; its batch-mates are not
 // run again.
 TEST(ClosureDispatchTest, RetriesOnlyTheFailedClosureOfABatch) {

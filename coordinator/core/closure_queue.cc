@@ -9,6 +9,7 @@ void ClosureQueue::Put(Closure closure) {
   closure.queued_at = now_();
   if (stopped_) return;
   if (delay_.has_value()) closure.sequence = delay_->Add();
+  if (closure.preferred_worker >= 0) ++preferring_;
   queue_.push_back(std::move(closure));
 }
 
@@ -60,7 +61,7 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
   };
   // A closure queued for another worker is waited for with a timed wait.
   auto waiting_on_time = [this, worker]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (worker < 0) return false;
+    if (worker < 0 || preferring_ == 0) return false;  // no scan of a queue that prefers no one
     return std::any_of(queue_.begin(), queue_.end(), [worker](const Closure& c) {
       return c.preferred_worker >= 0 && c.preferred_worker != worker;
     });
@@ -91,6 +92,7 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
   for (auto it = queue_.begin(); it != queue_.end() && taken.size() < want;) {
     if (Eligible(*it, worker, now)) {
       if (delay_.has_value()) it->staleness = delay_->Start(it->sequence);
+      if (it->preferred_worker >= 0) --preferring_;
       taken.push_back(std::move(*it));
       it = queue_.erase(it);
     } else {
@@ -116,7 +118,9 @@ void ClosureQueue::PutBack(Closure closure) {
   absl::MutexLock lock(&mu_);
   --in_flight_;
   if (!closure.pinned) closure.preferred_worker = -1;  // a retry runs on any free worker
-  if (!stopped_) queue_.push_back(std::move(closure));
+  if (stopped_) return;
+  if (closure.preferred_worker >= 0) ++preferring_;
+  queue_.push_back(std::move(closure));
 }
 
 void ClosureQueue::Fail(absl::Status error) {
@@ -125,6 +129,7 @@ void ClosureQueue::Fail(absl::Status error) {
   if (error_.ok()) error_ = std::move(error);
   stopped_ = true;
   queue_.clear();
+  preferring_ = 0;
 }
 
 void ClosureQueue::Stop(absl::Status reason) {
@@ -132,6 +137,7 @@ void ClosureQueue::Stop(absl::Status reason) {
   if (error_.ok()) error_ = std::move(reason);
   stopped_ = true;
   queue_.clear();
+  preferring_ = 0;
 }
 
 absl::Status ClosureQueue::Wait() {

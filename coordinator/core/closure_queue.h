@@ -158,6 +158,9 @@ class ClosureQueue {
   const std::function<absl::Time()> now_;
   mutable absl::Mutex mu_;
   std::deque<Closure> queue_ ABSL_GUARDED_BY(mu_);
+  // How many of queue_ prefer a worker (preferred_worker >= 0): while none
+  // does, a taker need not scan the queue for one (GetUpTo).
+  int64_t preferring_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;

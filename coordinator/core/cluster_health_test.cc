@@ -85,11 +85,12 @@ TEST(WaitForClusterTest, WaitsForALateWorker) {
   FakeHealth health;
   health.SetPsUp(0);
   health.SetWorkerUp(0);
+  // Taken before the thread starts: it comes up no sooner than 200 ms after.
+  const absl::Time start = absl::Now();
   std::thread late([&health] {
     absl::SleepFor(absl::Milliseconds(200));
     health.SetWorkerUp(1);
   });
-  const absl::Time start = absl::Now();
   absl::Status s = WaitForCluster(health, 1, 2, {kPs[0]}, kWorkers, start + absl::Seconds(20),
                                   absl::Milliseconds(10));
   late.join();

@@ -22,7 +22,7 @@ bool ClusterProbe::CheckOnce() {
   } else {
     for (int w = 0; w < options_.num_workers; ++w) indices.push_back(w);
   }
-  for (int w : indices) workers += health_->CheckWorker(w).ok() ? 1 : 0;
+  for (int w : indices) workers += health_->CheckWorkerWithin(w, options_.interval).ok() ? 1 : 0;
   if (options_.metrics != nullptr) options_.metrics->ClusterHealth(ps, workers);
   return ps == options_.num_ps && workers == static_cast<int>(indices.size());
 }

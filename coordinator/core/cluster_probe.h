@@ -3,7 +3,10 @@
 // `interval`, reports how many answer to CoordinatorMetrics
 // (pscluster_cluster_tasks_healthy), and tells `on_reachable` whether all of
 // them did: the coordinator's gRPC health service answers NOT_SERVING while
-// any does not. Thread-safe; the thread is owned and joined.
+// any does not. Workers are asked with CheckWorkerWithin(w, interval): over
+// the coordinator's shared ClusterLiveness, a worker that a running job's
+// HealthWatch (or its own RPCs) vouched for within the interval costs no RPC.
+// Thread-safe; the thread is owned and joined.
 #ifndef PSCLUSTER_COORDINATOR_CORE_CLUSTER_PROBE_H_
 #define PSCLUSTER_COORDINATOR_CORE_CLUSTER_PROBE_H_
 

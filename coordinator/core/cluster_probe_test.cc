@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "coordinator/core/cluster_liveness.h"
 
 namespace pscluster {
 namespace {
@@ -69,6 +71,39 @@ TEST(ClusterProbeTest, ReportsReachabilityChangesAndHealthyCounts) {
     ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&c), absl::Seconds(10)));
     EXPECT_EQ(seen, (std::vector<bool>{true, false, true}));  // changes only
   }
+}
+
+class CountedWorkers : public HealthChecker {
+ public:
+  absl::StatusOr<uint64_t> CheckPs(int) override { return uint64_t{1}; }
+  absl::Status CheckWorker(int) override {
+    ++checks;
+    return absl::OkStatus();
+  }
+  std::atomic<int> checks{0};
+};
+
+// Over the shared ClusterLiveness, workers a job's health loop vouched for
+// within the probe's interval cost the probe no RPC.
+TEST(ClusterProbeTest, WorkersKnownAliveWithinTheIntervalAreNotAskedAgain) {
+  CountedWorkers health;
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  ClusterLiveness liveness(&health, ClusterLiveness::Options{[now] { return now; }});
+  liveness.WorkerAnswered(0);
+  liveness.WorkerAnswered(2);
+  absl::Notification first;
+  ClusterProbe::Options o;
+  o.num_workers = 3;
+  o.interval = absl::Hours(1);  // one round: the first
+  o.on_reachable = [&](bool reachable) {
+    EXPECT_TRUE(reachable);
+    first.Notify();
+  };
+  ClusterProbe probe(&liveness, o);
+  ASSERT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(health.checks.load(), 1);  // worker 1 only
+  EXPECT_TRUE(probe.CheckOnce());
+  EXPECT_EQ(health.checks.load(), 1);  // worker 1's answer is shared too
 }
 
 }  // namespace

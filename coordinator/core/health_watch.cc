@@ -10,7 +10,8 @@ namespace pscluster {
 HealthWatch::HealthWatch(Options options)
     : options_(std::move(options)),
       down_since_(options_.workers.size(), absl::InfiniteFuture()),
-      lost_(options_.workers.size(), false) {
+      lost_(options_.workers.size(), false),
+      answers_seen_(options_.workers.size(), 0) {
   absl::MutexLock lock(&flags_mu_);
   Grow(options_.workers.size());
 }
@@ -18,6 +19,7 @@ HealthWatch::HealthWatch(Options options)
 void HealthWatch::Grow(size_t n) {
   while (worker_down_.size() < n) worker_down_.emplace_back(false);
   while (worker_losses_.size() < n) worker_losses_.emplace_back(0);
+  while (worker_answers_.size() < n) worker_answers_.emplace_back(0);
 }
 
 std::atomic<bool>* HealthWatch::worker_down(int w) {
@@ -30,6 +32,12 @@ std::atomic<int64_t>* HealthWatch::worker_losses(int w) {
   absl::MutexLock lock(&flags_mu_);
   Grow(static_cast<size_t>(w) + 1);
   return &worker_losses_[w];
+}
+
+std::atomic<int64_t>* HealthWatch::worker_answers(int w) {
+  absl::MutexLock lock(&flags_mu_);
+  Grow(static_cast<size_t>(w) + 1);
+  return &worker_answers_[w];
 }
 
 HealthWatch::~HealthWatch() { Join(); }
@@ -58,6 +66,7 @@ void HealthWatch::CheckOnce() {
   if (down_since_.size() < n) {
     down_since_.resize(n, absl::InfiniteFuture());
     lost_.resize(n, false);
+    answers_seen_.resize(n, 0);
   }
   for (size_t w = 0; w < n; ++w) {
     // A worker that left (or is leaving) the cluster is no failure.
@@ -66,7 +75,20 @@ void HealthWatch::CheckOnce() {
         roster != nullptr ? roster->client(static_cast<int>(w)) : options_.workers[w];
     std::atomic<bool>& worker_down = *this->worker_down(static_cast<int>(w));
     const absl::Time checked = options_.now();
-    const bool down = !options_.health->CheckWorker(static_cast<int>(w)).ok();
+    const int64_t answers = worker_answers(static_cast<int>(w))->load();
+    const bool answered = answers != answers_seen_[w];
+    answers_seen_[w] = answers;
+    bool down;
+    if (worker_down) {
+      // Marked down (by a check, or by dispatch on an UNAVAILABLE): only the
+      // worker itself says it is back.
+      down = !options_.health->CheckWorker(static_cast<int>(w)).ok();
+    } else if (answered) {
+      down = false;  // it answered calls since the last pass: no check needed
+      options_.health->WorkerAnswered(static_cast<int>(w));
+    } else {
+      down = !options_.health->CheckWorkerWithin(static_cast<int>(w), options_.interval).ok();
+    }
     if (down != worker_down) {
       options_.event(down ? "worker_down" : "worker_up",
                      absl::StrCat("worker ", w, " (", client->address(), ") is ",

@@ -8,6 +8,14 @@
 // without counting an attempt) and its calls in flight are cancelled, on
 // every pass while it stays lost.
 //
+// Liveness rides on the RPCs already flowing: a worker whose calls were
+// answered since the last pass (worker_answers(w), counted by dispatch) is
+// alive without a health check, and the HealthChecker hears of it
+// (WorkerAnswered); any other worker is asked with CheckWorkerWithin(w,
+// interval), which the coordinator's shared ClusterLiveness answers from what
+// another poller learned within the interval. A worker marked down is always
+// asked itself (CheckWorker).
+//
 // Thread-safe: the flags are atomics read by the dispatch threads; Start
 // and Stop are called by the job's thread.
 #ifndef PSCLUSTER_COORDINATOR_CORE_HEALTH_WATCH_H_
@@ -75,6 +83,8 @@ class HealthWatch {
   // (Grown on demand for workers that joined; the pointers stay valid.)
   std::atomic<bool>* worker_down(int w) ABSL_LOCKS_EXCLUDED(flags_mu_);
   std::atomic<int64_t>* worker_losses(int w) ABSL_LOCKS_EXCLUDED(flags_mu_);
+  // Counted up by dispatch for each call worker `w` answered.
+  std::atomic<int64_t>* worker_answers(int w) ABSL_LOCKS_EXCLUDED(flags_mu_);
   const std::atomic<bool>* stopped() const { return &stop_; }
 
  private:
@@ -86,12 +96,15 @@ class HealthWatch {
   mutable absl::Mutex flags_mu_;
   std::deque<std::atomic<bool>> worker_down_ ABSL_GUARDED_BY(flags_mu_);
   std::deque<std::atomic<int64_t>> worker_losses_ ABSL_GUARDED_BY(flags_mu_);
+  std::deque<std::atomic<int64_t>> worker_answers_ ABSL_GUARDED_BY(flags_mu_);
   std::atomic<bool> stop_{false};
   // The loop's own state (only CheckOnce touches it, on one thread at a
   // time): when each worker began failing its checks (InfiniteFuture while
-  // it answers), and whether it is declared lost.
+  // it answers), whether it is declared lost, and its worker_answers at the
+  // last pass.
   std::vector<absl::Time> down_since_;
   std::vector<bool> lost_;
+  std::vector<int64_t> answers_seen_;
   std::thread thread_;
 };
 

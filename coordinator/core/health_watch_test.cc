@@ -1,11 +1,13 @@
 #include "coordinator/core/health_watch.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "coordinator/core/cluster_liveness.h"
 #include "gtest/gtest.h"
 
 namespace pscluster {
@@ -34,7 +36,20 @@ class ScriptedHealth : public HealthChecker {
   absl::StatusOr<uint64_t> CheckPs(int) override { return 1; }
   absl::Status CheckWorker(int index) override {
     absl::MutexLock lock(&mu_);
+    ++checks_[index];
     return down_[index] ? absl::UnavailableError("connection refused") : absl::OkStatus();
+  }
+  void WorkerAnswered(int index) override {
+    absl::MutexLock lock(&mu_);
+    answered_.push_back(index);
+  }
+  int Checks(int index) {
+    absl::MutexLock lock(&mu_);
+    return checks_[index];
+  }
+  std::vector<int> Answered() {
+    absl::MutexLock lock(&mu_);
+    return answered_;
   }
   void SetDown(int index, bool down) {
     absl::MutexLock lock(&mu_);
@@ -42,6 +57,8 @@ class ScriptedHealth : public HealthChecker {
   }
   absl::Mutex mu_;
   std::map<int, bool> down_;
+  std::map<int, int> checks_;
+  std::vector<int> answered_;
 };
 
 struct Fixture {
@@ -127,6 +144,72 @@ TEST(HealthWatchTest, AWorkerSilentForTheTimeoutIsLostOnceAndCancelledOnEveryPas
   EXPECT_EQ(f.lost, 2);
   EXPECT_EQ(f.watch->worker_losses(0)->load(), 2);
   EXPECT_EQ(f.w1.cancels, 0);
+}
+
+TEST(HealthWatchTest, AWorkerThatAnsweredCallsSinceTheLastPassIsNotChecked) {
+  Fixture f;
+  f.watch->worker_answers(0)->fetch_add(1);  // dispatch: worker 0 answered a RunClosure
+  f.watch->CheckOnce();
+  EXPECT_EQ(f.health.Checks(0), 0);
+  EXPECT_EQ(f.health.Checks(1), 1);
+  EXPECT_EQ(f.health.Answered(), std::vector<int>{0});  // shared with the other pollers
+  EXPECT_FALSE(f.watch->worker_down(0)->load());
+  // Silent since: checked again, found hung, and lost after the timeout.
+  f.health.SetDown(0, true);
+  f.watch->CheckOnce();
+  EXPECT_EQ(f.health.Checks(0), 1);
+  EXPECT_TRUE(f.watch->worker_down(0)->load());
+  f.now += absl::Seconds(10);
+  f.watch->CheckOnce();
+  EXPECT_EQ(f.lost, 1);
+  EXPECT_EQ(f.w0.cancels, 1);
+}
+
+TEST(HealthWatchTest, AWorkerMarkedDownIsAskedItselfEvenIfItAnsweredCalls) {
+  Fixture f;
+  // Dispatch: one call answered, the next UNAVAILABLE from the worker itself.
+  f.watch->worker_answers(1)->fetch_add(1);
+  f.watch->worker_down(1)->store(true);
+  f.health.SetDown(1, true);
+  f.watch->CheckOnce();
+  EXPECT_EQ(f.health.Checks(1), 1);
+  EXPECT_TRUE(f.watch->worker_down(1)->load());
+  EXPECT_TRUE(f.health.Answered().empty());
+  f.health.SetDown(1, false);
+  f.watch->CheckOnce();
+  EXPECT_FALSE(f.watch->worker_down(1)->load());
+  EXPECT_EQ(f.Events("worker_up"), 1);
+}
+
+// Two jobs' loops over the coordinator's one ClusterLiveness: each worker is
+// asked once per interval, not once per loop.
+TEST(HealthWatchTest, LoopsSharingOneLivenessAskEachWorkerOnceAnInterval) {
+  ScriptedHealth health;
+  absl::Time now = absl::FromUnixSeconds(1000);
+  ClusterLiveness liveness(&health, ClusterLiveness::Options{[&now] { return now; }});
+  CountingWorker w0{"w0"}, w1{"w1"};
+  std::vector<std::unique_ptr<HealthWatch>> watches;
+  for (int i = 0; i < 2; ++i) {
+    HealthWatch::Options o;
+    o.health = &liveness;
+    o.workers = {&w0, &w1};
+    o.interval = absl::Seconds(1);
+    o.event = [](const std::string&, const std::string&) {};
+    o.now = [&now] { return now; };
+    watches.push_back(std::make_unique<HealthWatch>(o));
+  }
+  watches[1]->worker_answers(1)->fetch_add(1);  // worker 1 answers job 1's closures
+  for (auto& w : watches) w->CheckOnce();
+  EXPECT_EQ(health.Checks(0), 1);
+  EXPECT_EQ(health.Checks(1), 1);  // job 0's loop asked before job 1's heard of the answer
+  now += absl::Milliseconds(500);
+  for (auto& w : watches) w->CheckOnce();
+  EXPECT_EQ(health.Checks(0), 1);
+  EXPECT_EQ(health.Checks(1), 1);
+  now += absl::Milliseconds(1500);
+  for (auto& w : watches) w->CheckOnce();
+  EXPECT_EQ(health.Checks(0), 2);
+  EXPECT_EQ(health.Checks(1), 2);
 }
 
 TEST(HealthWatchTest, StopEndsTheLoopAndIsSeenByDispatch) {

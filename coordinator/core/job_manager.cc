@@ -284,6 +284,28 @@ JobStatusProto JobManager::OwnedLocked(JobStatusProto status) {
   return status;
 }
 
+absl::StatusOr<RescaleJobResponse> JobManager::Rescale(const std::string& job_id, int num_ps,
+                                                      const std::string& user) {
+  JobRunner* runner = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = owners_.find(job_id); it != owners_.end() && !it->second.empty() &&
+                                        it->second != user) {
+      return absl::PermissionDeniedError(absl::StrCat("job '", job_id, "' belongs to '",
+                                                      it->second, "'; only they may rescale it"));
+    }
+    if (auto it = ended_.find(job_id); it != ended_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job '", job_id, "' already ended (", JobState_Name(it->second.status.state()), ")"));
+    }
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+    runner = it->second.get();
+  }
+  // Waits (without the lock) for the job's next quiesced training point.
+  return runner->Rescale(num_ps, absl::Seconds(120));
+}
+
 absl::Status JobManager::Cancel(const std::string& job_id, const std::string& user) {
   JobRunner* queued = nullptr;
   {

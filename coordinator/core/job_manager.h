@@ -87,6 +87,12 @@ class JobManager {
   // PERMISSION_DENIED when the job has an owner and `user` is someone else.
   absl::Status Cancel(const std::string& job_id, const std::string& user = "")
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Elastic PS (docs/elastic_ps.md): JobRunner::Rescale of a running job,
+  // authorised as Cancel. NOT_FOUND for an unknown job, FAILED_PRECONDITION
+  // for one that ended or waits, PERMISSION_DENIED for another's job.
+  absl::StatusOr<RescaleJobResponse> Rescale(const std::string& job_id, int num_ps,
+                                             const std::string& user = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND for an unknown job; see JobRunner::Describe.
   absl::StatusOr<DescribeJobResponse> Describe(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // The job's event log; NOT_FOUND for an unknown job.

@@ -228,6 +228,12 @@ TEST(JobManagerTest, OnlyTheSubmitterMayCancelAJobAndOwnersSurviveARestart) {
     EXPECT_EQ(bob.code(), absl::StatusCode::kPermissionDenied);
     EXPECT_THAT(std::string(bob.message()), HasSubstr("belongs to 'alice'"));
     EXPECT_EQ(jobs->Cancel(a_id, "").code(), absl::StatusCode::kPermissionDenied);
+    // Elastic PS: RescaleJob is authorised as CancelJob.
+    absl::StatusOr<RescaleJobResponse> rescale = jobs->Rescale(a_id, 1, "bob");
+    EXPECT_EQ(rescale.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(std::string(rescale.status().message()), HasSubstr("only they may rescale it"));
+    EXPECT_EQ(jobs->Rescale("no-such-job", 1, "alice").status().code(),
+              absl::StatusCode::kNotFound);
     EXPECT_EQ(jobs->List().front().owner(), "alice");
   }
   // A restarted coordinator still knows whose job it is.

@@ -95,8 +95,12 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
       mirrors_(spec_.strategy == Strategy::kMultiWorkerMirrored && !options.worker_ps.empty()
                    ? std::make_unique<WorkerCopiesPsClient>(options.worker_ps)
                    : nullptr),
-      ps_(Signing(mirrors_ != nullptr ? std::vector<PsClient*>{mirrors_.get()} : std::move(ps),
-                  options.lease_secret, &signing_)),
+      all_ps_(Signing(mirrors_ != nullptr ? std::vector<PsClient*>{mirrors_.get()} : std::move(ps),
+                      options.lease_secret, &signing_)),
+      ps_(all_ps_.begin(),
+          all_ps_.begin() + (options.job_ps > 0 && options.job_ps < static_cast<int>(all_ps_.size())
+                                 ? options.job_ps
+                                 : static_cast<int>(all_ps_.size()))),
       workers_(std::move(workers)),
       options_(std::move(options)),
       checkpoint_dir_(options_.checkpoint_dir.empty() ? spec_.checkpoint.dir
@@ -106,22 +110,7 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
                         : static_cast<int>(spec_.fault_tolerance.max_attempts)),
       board_(job_id_, QueuedStatus(job_id_, spec_, options_.now()), options_.now),
       checkpoint_policy_(spec_.checkpoint, options_.now),
-      ps_recovery_([this] {
-        PsRecovery::Options o;
-        o.job_id = job_id_;
-        o.ps = ps_;
-        o.health = options_.health;
-        o.mirrored = Mirrored();
-        o.workers = static_cast<int>(workers_.size());
-        o.worker_addresses = Addresses(workers_);
-        o.recovery_timeout = absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s);
-        o.now = options_.now;
-        o.steps_counted = [this] { return StepsCounted(); };
-        o.event = [this](const std::string& kind, const std::string& message) {
-          board_.Event(kind, message);
-        };
-        return o;
-      }()),
+      recovery_(std::make_shared<PsRecovery>(RecoveryOptions(ps_))),
       health_([this] {
         HealthWatch::Options o;
         o.health = options_.health;
@@ -129,7 +118,7 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
         o.interval = absl::Seconds(spec_.fault_tolerance.health_check_interval_s);
         o.worker_timeout = absl::Seconds(spec_.fault_tolerance.worker_timeout_s);
         o.roster = Mirrored() ? nullptr : options_.roster;
-        o.check_ps = [this] { ps_recovery_.CheckEveryPs(); };
+        o.check_ps = [this] { Recovery()->CheckEveryPs(); };
         o.on_worker_lost = [this] {
           board_.Update([](JobStatusProto* s) { s->set_workers_lost(s->workers_lost() + 1); });
           if (options_.metrics != nullptr) options_.metrics->WorkerLost();
@@ -164,10 +153,15 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
           }(),
           [this] {
             PhaseRunner::Control c;
-            c.ps_failed = [this] { return ps_recovery_.failed(); };
-            c.mark_ps_failed = [this] { return ps_recovery_.MarkFailed(); };
-            c.checkpoint_due = [this] { return CheckpointDue(); };
-            c.checkpoint = [this] { return CheckpointWithRetries(/*final=*/false); };
+            c.ps_failed = [this] { return Recovery()->failed(); };
+            c.mark_ps_failed = [this] { return Recovery()->MarkFailed(); };
+            // A rescale asked for runs where a checkpoint would (no
+            // closure in flight).
+            c.checkpoint_due = [this] { return rescale_pending_.load() || CheckpointDue(); };
+            c.checkpoint = [this] {
+              return rescale_pending_.load() ? RunPendingRescale()
+                                             : CheckpointWithRetries(/*final=*/false);
+            };
             c.recover = [this] { return RecoverFromPsFailure(); };
             return c;
           }()) {
@@ -185,7 +179,42 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
              .Help("Running jobs that gave up checkpoints after failures (on_failure: continue).")
              .Register(*options_.registry)
              .Add({});
+    rescales_metric_ = &prometheus::BuildCounter()
+                            .Name("pscluster_ps_rescales_total")
+                            .Help("Jobs moved onto another number of PS tasks (RescaleJob).")
+                            .Register(*options_.registry)
+                            .Add({});
+    rescale_pause_metric_ =
+        &prometheus::BuildGauge()
+             .Name("pscluster_ps_rescale_last_pause_seconds")
+             .Help("The last PS rescale's pause: from no closure in flight until dispatch "
+                   "resumed on the new PS tasks.")
+             .Register(*options_.registry)
+             .Add({});
   }
+  board_.Update([this](JobStatusProto* s) { s->set_num_ps(static_cast<int32_t>(ps_.size())); });
+}
+
+PsRecovery::Options JobRunner::RecoveryOptions(std::vector<PsClient*> ps) {
+  PsRecovery::Options o;
+  o.job_id = job_id_;
+  o.ps = std::move(ps);
+  o.health = options_.health;
+  o.mirrored = Mirrored();
+  o.workers = static_cast<int>(workers_.size());
+  o.worker_addresses = Addresses(workers_);
+  o.recovery_timeout = absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s);
+  o.now = options_.now;
+  o.steps_counted = [this] { return StepsCounted(); };
+  o.event = [this](const std::string& kind, const std::string& message) {
+    board_.Event(kind, message);
+  };
+  return o;
+}
+
+std::shared_ptr<PsRecovery> JobRunner::Recovery() const {
+  absl::MutexLock lock(&recovery_mu_);
+  return recovery_;
 }
 
 JobRunner::~JobRunner() = default;
@@ -252,14 +281,12 @@ absl::Status JobRunner::SetupWorkers(DataSizes* data) {
   if (Mirrored()) {
     for (const std::string& a : options_.worker_addresses) setup_request_.add_worker_addresses(a);
   }
-  for (const std::string& a : options_.ps_addresses) setup_request_.add_ps_addresses(a);
-  for (const auto& p : plan_.placement) *setup_request_.add_placement() = p;
   if (!job_key_.empty()) {
     // The worker holds the job under its worker key, and takes its closures
     // only signed under it (common/control_auth.h).
     setup_request_.set_worker_key(DeriveWorkerKey(job_key_));
-    SignRequest(setup_request_.worker_key(), "SetupJob", &setup_request_);
   }
+  SetLayoutInSetup();
 
   // Workers load their data in parallel. With elastic workers, one that
   // left the cluster is skipped (set up if it comes back).
@@ -355,6 +382,15 @@ void JobRunner::ReleaseWorkers() {
 
 absl::Status JobRunner::Finish(absl::Status status) {
   health_.Stop();
+  {
+    // A rescale still waiting for a quiesced point never gets one.
+    absl::MutexLock lock(&rescale_mu_);
+    if (rescale_pending_.exchange(false) && !rescale_result_.has_value()) {
+      rescale_result_ = absl::FailedPreconditionError(
+          "the job ended before it reached a point to rescale at (a training phase with no "
+          "closure in flight)");
+    }
+  }
   if (checkpoints_disabled_metric_ != nullptr && checkpoint_policy_.disabled()) {
     checkpoints_disabled_metric_->Decrement();  // no longer running
   }
@@ -373,7 +409,7 @@ absl::Status JobRunner::Finish(absl::Status status) {
     // Only PS that answer their health check are asked (a PS that is down
     // would hold each call for its full deadline, and the job's end with it);
     // without every PS there is no final layout to keep.
-    const std::vector<bool> up = ps_recovery_.Answering();
+    const std::vector<bool> up = Recovery()->Answering();
     const bool all_up = std::all_of(up.begin(), up.end(), [](bool u) { return u; });
     absl::StatusOr<DescribeJobResponse> last =
         all_up ? Describe() : absl::UnavailableError("a PS is down");
@@ -384,7 +420,7 @@ absl::Status JobRunner::Finish(absl::Status status) {
       absl::MutexLock lock(&mu_);
       final_describe_ = *std::move(last);
     }
-    ps_recovery_.EndOnEveryPs(up);
+    Recovery()->EndOnEveryPs(up);
   }
   ReleaseWorkers();
   if (status.ok()) {
@@ -485,7 +521,7 @@ absl::Status JobRunner::Prepare(DataSizes* data) {
   // against the plan's file set.
   if (absl::Status s = PlanStreams(); !s.ok()) return invalid_input(s);
   if (absl::Status s = PrepareVariables(); !s.ok()) return invalid_input(s);
-  ps_recovery_.NoteStateIncarnations();
+  Recovery()->NoteStateIncarnations();
   if (absl::Status s = SetupWorkers(data); !s.ok()) return invalid_input(s);
   const int64_t epoch = phases_.epoch();
   bool complete = false;
@@ -601,7 +637,7 @@ absl::Status JobRunner::RunEpochs(const DataSizes& data) {
     if (summaries_ != nullptr) {
       // What each PS holds now (no closure is in flight); none when a PS
       // is down (its Stats would hold the job for a whole deadline).
-      const std::vector<bool> up = ps_recovery_.Answering();
+      const std::vector<bool> up = Recovery()->Answering();
       std::vector<PsLoad> ps;
       if (std::all_of(up.begin(), up.end(), [](bool u) { return u; })) {
         absl::StatusOr<DescribeJobResponse> described = Describe();
@@ -627,7 +663,7 @@ absl::Status JobRunner::RunEpochs(const DataSizes& data) {
 absl::Status JobRunner::FinalChecks() {
   // Every step counted must have been applied once on every PS, before the
   // final checkpoint keeps the result.
-  RETURN_IF_ERROR(ps_recovery_.AuditFinalSteps());
+  RETURN_IF_ERROR(Recovery()->AuditFinalSteps());
   if (checkpoints_ != nullptr) RETURN_IF_ERROR(CheckpointWithRetries(/*final=*/true));
   return absl::OkStatus();
 }

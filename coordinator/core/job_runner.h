@@ -65,6 +65,13 @@
 //   restarts every PS from the initializers and the job from its first step,
 //   all its steps lost; without any loss (a PS that was only unreachable)
 //   nothing is rolled back.
+// - Elastic PS (docs/elastic_ps.md): Rescale() moves a running
+//   parameter_server job onto the first N of the cluster's PS tasks: at the
+//   next quiesced point of a training phase it checkpoints, plans the
+//   variables over N PS, restores the checkpoint there (re-sharded), ends the
+//   job on the PS no longer used, sets every worker up for the new layout and
+//   resumes. Nothing applied before the checkpoint is lost; the pause is in
+//   the status, the events and a metric.
 // - A job log beside the checkpoints records the job; a JobRunner created
 //   with `resume` (a restarted coordinator) restores the newest checkpoint,
 //   or picks up the finished closures from the log, instead of starting over.
@@ -181,6 +188,10 @@ struct JobRunnerOptions {
   // batch and learning-rate scaling) stay those it was resolved for.
   // multi_worker_mirrored jobs keep their workers. Null: fixed workers.
   WorkerRoster* roster = nullptr;
+  // Elastic PS (docs/elastic_ps.md): a job starts on the first `job_ps` of
+  // the PS tasks it is given (0, or more than there are: all of them); the
+  // rest are spare, for Rescale().
+  int job_ps = 0;
 };
 
 // JobRunner owns the job's parts and wires them together:
@@ -246,6 +257,18 @@ class JobRunner {
 
   const JobSpec& spec() const { return spec_; }
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+
+  // Elastic PS: moves the running job onto the first `num_ps` of its PS
+  // tasks (see the file comment) and returns once it runs there, with the
+  // pause (at once, without one, when it already runs on `num_ps` PS).
+  // INVALID_ARGUMENT for num_ps < 1 or past the PS given;
+  // FAILED_PRECONDITION for a job that is not running (yet), a synchronous
+  // strategy, a job without checkpoints, or a rescale already under way;
+  // DEADLINE_EXCEEDED when the job reached no point to rescale within
+  // `timeout` (nothing changed then); the checkpoint's or the restore's
+  // error otherwise (the job then goes on on its old PS).
+  absl::StatusOr<RescaleJobResponse> Rescale(int num_ps, absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_, rescale_mu_);
 
  private:
   // The examples the workers hold.
@@ -315,6 +338,23 @@ class JobRunner {
   // NOT_FOUND when there is none.
   absl::Status RestorePosition() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Finish(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // The job's PS recovery for its PS set now (replaced by a rescale).
+  std::shared_ptr<PsRecovery> Recovery() const ABSL_LOCKS_EXCLUDED(recovery_mu_);
+  // PsRecovery's options for the PS tasks `ps` (a prefix of all_ps_).
+  PsRecovery::Options RecoveryOptions(std::vector<PsClient*> ps);
+  // The variables laid out over `num_ps` PS, with the job's id, key and
+  // checkpoint directory set in each PS's request.
+  absl::StatusOr<VariablePlan> PlanFor(int num_ps) const;
+  // setup_request_'s PS addresses and placement for plan_ (re-signed).
+  void SetLayoutInSetup();
+  // The pending rescale, run by the phase's control loop in place of a
+  // checkpoint (no closure in flight); its result goes to Rescale().
+  absl::Status RunPendingRescale() ABSL_LOCKS_EXCLUDED(rescale_mu_);
+  // The rescale itself (job_runner_rescale.cc). REQUIRES: no closure in
+  // flight, on Run's thread.
+  absl::StatusOr<RescaleJobResponse> MoveToPs(int num_ps);
+  // Sets every worker of the job up again for the new layout.
+  void SetupWorkersAgain();
 
   const std::string job_id_;
   const JobSpec spec_;
@@ -325,7 +365,13 @@ class JobRunner {
   // The PS clients (or mirrors_) signing the coordinator's control requests
   // (signing_ps_client.h); ps_ points to them.
   std::vector<std::unique_ptr<PsClient>> signing_;
-  const std::vector<PsClient*> ps_;
+  // Every PS task the job may use (Rescale); ps_ is its first ones, those
+  // that hold the job's variables now. ps_ and plan_ are written only on
+  // Run's thread while no closure is in flight (Prepare, a rescale), under
+  // layout_mu_; other threads (Describe) read them under it.
+  const std::vector<PsClient*> all_ps_;
+  std::vector<PsClient*> ps_;
+  mutable absl::Mutex layout_mu_;
   const std::vector<WorkerClient*> workers_;
   const JobRunnerOptions options_;
   const std::string checkpoint_dir_;
@@ -354,7 +400,8 @@ class JobRunner {
   // The parts, in the order they are built (each may use those before it).
   JobStatusBoard board_;
   CheckpointPolicy checkpoint_policy_;
-  PsRecovery ps_recovery_;
+  mutable absl::Mutex recovery_mu_;
+  std::shared_ptr<PsRecovery> recovery_ ABSL_GUARDED_BY(recovery_mu_);
   HealthWatch health_;
   PhaseRunner phases_;
 
@@ -362,6 +409,16 @@ class JobRunner {
   bool variables_ready_ ABSL_GUARDED_BY(mu_) = false;
   // Describe() taken as the job ended, before its namespaces were freed.
   std::optional<DescribeJobResponse> final_describe_ ABSL_GUARDED_BY(mu_);
+
+  // Elastic PS: the rescale asked for (dispatch pauses for it) and its
+  // result, for the Rescale() call waiting on it.
+  std::atomic<bool> rescale_pending_{false};
+  absl::Mutex rescale_mu_;
+  int rescale_to_ ABSL_GUARDED_BY(rescale_mu_) = 0;
+  bool rescale_started_ ABSL_GUARDED_BY(rescale_mu_) = false;
+  std::optional<absl::StatusOr<RescaleJobResponse>> rescale_result_ ABSL_GUARDED_BY(rescale_mu_);
+  prometheus::Counter* rescales_metric_ = nullptr;
+  prometheus::Gauge* rescale_pause_metric_ = nullptr;
 };
 
 // ClosureId(mode, epoch, split): phase_runner.h.

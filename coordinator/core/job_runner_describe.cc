@@ -17,7 +17,9 @@ absl::StatusOr<DescribeJobResponse> JobRunner::Describe() const {
           absl::StrCat("job '", job_id_, "' has not created its variables yet"));
     }
   }
-  // plan_ is written before variables_ready_ is set and never after.
+  // plan_ and ps_ are written before variables_ready_ is set, and after
+  // only by a rescale, under layout_mu_.
+  absl::ReaderMutexLock layout(&layout_mu_);
   const std::vector<VariableSpecProto> vars = ModelVariables(spec_);
   const std::vector<VariablePlacementProto>& placement = plan_.placement;
   if (placement.empty()) {

@@ -19,7 +19,7 @@ namespace pscluster {
 absl::Status JobRunner::PrepareVariables() {
   ASSIGN_OR_RETURN(plan_, PlanVariables(ModelVariables(spec_), spec_.partitioner,
                                         static_cast<int>(ps_.size())));
-  ps_recovery_.SetPlan(&plan_, StepReachOf(plan_, spec_.strategy));
+  Recovery()->SetPlan(&plan_, StepReachOf(plan_, spec_.strategy));
   for (CreateVariablesRequest& r : plan_.per_ps) {
     r.set_job(job_id_);
     r.set_job_key(job_key_);
@@ -47,7 +47,7 @@ absl::Status JobRunner::PrepareVariables() {
                               checkpoint_dir_.empty() ? std::string(", no checkpoints")
                                                       : ", checkpoints in " + checkpoint_dir_));
   touched_ps_ = true;
-  ps_recovery_.FreeStaleNamespaces();
+  Recovery()->FreeStaleNamespaces();
   bool restored = false;
   if (checkpoints_ != nullptr && !checkpoints_->List().empty()) {
     absl::Status s = RestorePosition();
@@ -102,9 +102,9 @@ absl::Status JobRunner::PrepareVariables() {
       // A fresh job starts from its initializers, even if a namespace of the
       // same id is left on a PS (a coordinator without --state_dir restarts
       // its job ids).
-      ps_recovery_.EndOnEveryPs();
+      Recovery()->EndOnEveryPs();
     }
-    RETURN_IF_ERROR(ps_recovery_.CreateAll());
+    RETURN_IF_ERROR(Recovery()->CreateAll());
     // A restarted coordinator without a checkpoint: the PS kept training
     // state, and the log says which closures finished (their steps were
     // applied exactly once; the rest run again).
@@ -112,7 +112,7 @@ absl::Status JobRunner::PrepareVariables() {
   }
   // The PS processes that hold the variables now: a later change of
   // incarnation means one restarted and lost them.
-  ps_recovery_.NoteCurrentIncarnations();
+  Recovery()->NoteCurrentIncarnations();
   JobLogRecord started;
   started.mutable_started()->set_job_id(job_id_);
   started.mutable_started()->set_spec_yaml(spec_.yaml);
@@ -183,10 +183,10 @@ absl::Status JobRunner::Checkpoint() {
   // back to the newest checkpoint that agreed, counting the steps since as
   // lost. A PS that does not answer is left to Save.
   if (const std::vector<StepDiscrepancy> found =
-          ps_recovery_.CompareWithPs(AccountingPoint::kQuiescent, nullptr);
+          Recovery()->CompareWithPs(AccountingPoint::kQuiescent, nullptr);
       !found.empty()) {
     for (const StepDiscrepancy& d : found) Event("accounting", d.message);
-    ps_recovery_.MarkFailed();
+    Recovery()->MarkFailed();
     return AccountingError(found);
   }
   CheckpointManifest m;
@@ -209,7 +209,7 @@ absl::Status JobRunner::Checkpoint() {
   for (const CreateVariablesRequest& r : plan_.per_ps) expected.push_back(r.variables_size());
   const absl::Time save_start = absl::Now();
   absl::StatusOr<CheckpointManifest> saved = checkpoints_->Save(ps_, expected, std::move(m));
-  if (absl::IsAborted(saved.status())) ps_recovery_.MarkFailed();  // a PS lost its variables
+  if (absl::IsAborted(saved.status())) Recovery()->MarkFailed();  // a PS lost its variables
   if (!saved.ok()) return saved.status();
   CheckpointManifest committed = *std::move(saved);
   if (options_.metrics != nullptr) {
@@ -232,7 +232,7 @@ absl::Status JobRunner::Checkpoint() {
   Event("checkpoint", absl::StrCat("checkpoint ", committed.checkpoint_id(), " committed at step ",
                                     committed.global_step()));
   // Closures of the epochs before the checkpoint's never run again.
-  ps_recovery_.PruneKeysBelow(ClosureId(TRAIN, committed.epoch(), 0));
+  Recovery()->PruneKeysBelow(ClosureId(TRAIN, committed.epoch(), 0));
   return absl::OkStatus();
 }
 
@@ -241,7 +241,7 @@ absl::Status JobRunner::CheckpointWithRetries(bool final) {
   while (!checkpoint_policy_.disabled()) {
     const absl::Status s = Checkpoint();
     if (s.ok()) return absl::OkStatus();
-    const bool ps_failure = IsPsFailure(s) || ps_recovery_.failed();
+    const bool ps_failure = IsPsFailure(s) || Recovery()->failed();
     absl::Duration backoff;
     if (CheckpointFailed(s, ps_failure, &backoff)) {
       if (c.on_failure == CheckpointSpec::OnFailure::kFail) {
@@ -294,7 +294,7 @@ absl::Status JobRunner::RecoverFromPsFailure() {
                                    : absl::NotFoundError("no checkpoint directory");
   };
   actions.restart = [this] { phases_.RestartFromFirstStep(); };
-  ASSIGN_OR_RETURN(const PsRecovery::Healing healing, ps_recovery_.Heal(actions));
+  ASSIGN_OR_RETURN(const PsRecovery::Healing healing, Recovery()->Heal(actions));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - healing.back);
   // Shares of the run before this rollback never meet those after it.
   phases_.NextRound();

@@ -243,6 +243,7 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
     d.worker_down = options_.health->worker_down(w);
     d.health_stopped = options_.health->stopped();
     d.worker_losses = options_.health->worker_losses(w);
+    d.worker_answers = options_.health->worker_answers(w);
   }
   if (options_.roster != nullptr && !Mirrored()) {
     d.roster = options_.roster;

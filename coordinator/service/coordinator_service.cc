@@ -64,6 +64,18 @@ grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx, const Cance
   });
 }
 
+grpc::Status CoordinatorService::RescaleJob(grpc::ServerContext* ctx,
+                                            const RescaleJobRequest* request,
+                                            RescaleJobResponse* response) {
+  return handler_.Run("RescaleJob", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::string user, Caller(ctx));
+    absl::StatusOr<RescaleJobResponse> r =
+        jobs_->Rescale(request->job_id(), request->num_ps(), user);
+    if (r.ok()) *response = *std::move(r);
+    return r.status();
+  });
+}
+
 grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx, const ListJobsRequest*,
                                           ListJobsResponse* response) {
   return handler_.Run("ListJobs", [&]() -> absl::Status {

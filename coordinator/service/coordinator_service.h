@@ -41,6 +41,10 @@ class CoordinatorService final : public Coordinator::Service {
                         grpc::ServerWriter<JobStatusProto>* writer) override;
   grpc::Status CancelJob(grpc::ServerContext* ctx, const CancelJobRequest* request,
                          CancelJobResponse* response) override;
+  // Elastic PS (JobManager::Rescale): authorised as CancelJob (a caller
+  // with credentials, and only the job's owner).
+  grpc::Status RescaleJob(grpc::ServerContext* ctx, const RescaleJobRequest* request,
+                          RescaleJobResponse* response) override;
   grpc::Status ListJobs(grpc::ServerContext* ctx, const ListJobsRequest* request,
                         ListJobsResponse* response) override;
   grpc::Status DescribeJob(grpc::ServerContext* ctx, const DescribeJobRequest* request,

@@ -2,9 +2,25 @@
 // same JobStores calls, checks and pscluster_rpc_* metrics as the gRPC
 // methods of ParameterServerService — as frames on TCP connections
 // (ps/service/data_plane_wire.h), plaintext or mutual TLS (Options::tls),
-// with one thread per connection reading
-// each request straight into that connection's own reused messages and
-// writing the answer from the response's own buffers.
+// reading each request straight into that connection's own reused messages
+// (ps/service/data_plane_connection.h) and writing the answer from the
+// response's own buffers.
+//
+// Threads. A connection holds no thread. Idle connections are parked in one
+// epoll set (one-shot), which a bounded pool of serving threads
+// (Options::serving_threads) waits on: the thread epoll wakes for a readable
+// connection serves frames while their bytes are at hand (a frame is read
+// whole, blocking, within frame_timeout; then more while TLS holds bytes it
+// read ahead, which epoll cannot see), and parks it again. One more thread,
+// the poller, accepts, and closes parked connections past their deadline. A
+// push that waits for a synchronous step does not hold a pool thread: the
+// core's callback queues its connection for the pool to answer.
+// Unproven connections (below) are served by threads of their own, started
+// when one is needed (every one is in a Turn) and kept, at most
+// max_unproven_connections of them: a stranger that stalls mid-frame or mid-handshake holds one
+// until its first-frame deadline, and can take no thread from proven workers nor from new ones. So
+// thousands of connections cost a few KiB each (bench/results/2026-12-07-data-plane-pool.md), and a
+// PS serves up to max_connections of them, bounded by the process's RLIMIT_NOFILE.
 //
 // Why: on the gRPC path a round trip of a few MiB spends most of its time in
 // HTTP/2 framing, thread hand-offs and protobuf copies
@@ -16,8 +32,9 @@
 // checkpoints, stats) stays on gRPC. When the process's transport is TLS,
 // ps_server gives the data plane the same certificate, key and CA: each
 // connection first completes a TLS 1.3 handshake (a client certificate
-// signed by the cluster CA is required; within the first-frame deadline, on
-// the connection's own thread), and the certificate's role (rpc/peer_role.h)
+// signed by the cluster CA is required; on a thread for unproven connections
+// when its first bytes come, never past the first-frame deadline), and the
+// certificate's role (rpc/peer_role.h)
 // must be "worker" or "coordinator" (or none), as for gRPC's Push and Pull:
 // another role's first frame is answered PERMISSION_DENIED and the
 // connection closed. A failed handshake closes the connection, serving
@@ -38,10 +55,11 @@
 //   still writing them, sees the answer rather than a reset), never stored,
 //   and the connection is closed.
 // - Until a connection's first frame has passed that check it is
-//   "unproven": its meta may be at most max_unproven_meta_bytes, its first
-//   frame must start within min(idle_timeout, frame_timeout), and at most
-//   max_unproven_connections of them are open at once (more are closed at
-//   once).
+//   "unproven": its meta may be at most max_unproven_meta_bytes, its TLS
+//   handshake and its first frame's first byte must come within
+//   min(idle_timeout, frame_timeout) of its accept (a parked one is closed
+//   then), at most max_unproven_connections of them are open at once (more
+//   are closed at once), each served by its own thread while it is read.
 // - No buffer is allocated at the size a header announces: buffers grow as
 //   bytes arrive (ReadGrowing, rpc/frame_socket.h). Each growth is first
 //   counted against max_pending_bytes (the bytes of frames still arriving,
@@ -56,25 +74,27 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "protos/ps.pb.h"
 #include "ps/core/job_stores.h"
 #include "ps/core/memory_budget.h"
+#include "ps/service/data_plane_connection.h"
 #include "rpc/frame_socket.h"
 #include "rpc/handler.h"
 #include "rpc/tls_stream.h"
 
 namespace pscluster {
 
-class DataPlaneServer {
+class DataPlaneServer final : private DataPlaneConnection::Host {
  public:
   struct Options {
     // Where to listen: the host of the PS's gRPC address, and 0 for a free port.
@@ -83,10 +103,16 @@ class DataPlaneServer {
     // The largest frame accepted (meta and tensors); the process's
     // MaxMessageBytes, as gRPC's limit.
     int64_t max_message_bytes = int64_t{256} << 20;
-    // Connections beyond this are closed at once (each has a thread).
-    int max_connections = 512;
+    // Connections beyond this are closed at once, with a warning naming the
+    // limit. The process's RLIMIT_NOFILE (soft) less 128 descriptors for the
+    // rest of the process bounds it further (Start logs it when it does).
+    int max_connections = 16384;
+    // The pool's threads, serving proven connections when they are readable
+    // (a frame being read or answered holds one). 0: max(4, 2 x the cores).
+    int serving_threads = 0;
     // Connections that have not yet had a frame pass the job check beyond
-    // this are closed at once: strangers cannot take every slot.
+    // this are closed at once: strangers cannot take every slot. It also
+    // bounds the threads that serve them (besides the pool).
     int max_unproven_connections = 64;
     // The largest meta of an unproven connection's frame (a proven one's is
     // bounded by max_message_bytes only). A push's meta takes about 100
@@ -102,7 +128,7 @@ class DataPlaneServer {
     // in flight count against one limit. Null: not counted.
     std::shared_ptr<MemoryBudget> memory_budget;
     // A connection that sends nothing for this long is closed, so idle
-    // strangers do not hold connections and threads for ever. Clients drop
+    // strangers do not hold connections for ever. Clients drop
     // pooled connections well before (DataPlaneClient::Options::max_idle).
     absl::Duration idle_timeout = absl::Minutes(10);
     // A frame, once its first byte has arrived, must be read whole within
@@ -113,20 +139,27 @@ class DataPlaneServer {
     std::shared_ptr<const TlsContext> tls;
   };
 
-  // Listens and starts accepting. `jobs` and `handler` (the gRPC service's:
-  // one set of metrics) must outlive the server; `handler` may be null.
+  // Listens and starts accepting, with the poller and the serving threads.
+  // `jobs` and `handler` (the gRPC service's: one set of metrics) must
+  // outlive the server; `handler` may be null. Errors: ListenTcp's, or
+  // INTERNAL when epoll cannot be set up.
   static absl::StatusOr<std::unique_ptr<DataPlaneServer>> Start(const Options& options,
                                                                 JobStores* jobs,
                                                                 RpcHandler* handler);
 
   // Shuts down.
-  ~DataPlaneServer();
+  ~DataPlaneServer() override;
 
   int port() const { return port_; }
+  // The most connections served at once: max_connections, or less when
+  // RLIMIT_NOFILE is lower.
+  int max_connections() const { return max_connections_; }
+  // The pool's size.
+  int serving_threads() const { return static_cast<int>(pool_.size()); }
   // Connections open now.
   int connections() {
     absl::MutexLock lock(&mu_);
-    return static_cast<int>(connections_.size());
+    return static_cast<int>(slots_.size());
   }
   // Push and Pull requests answered so far (errors included).
   int64_t calls() const { return calls_.load(); }
@@ -153,59 +186,97 @@ class DataPlaneServer {
   void Shutdown();
 
  private:
-  DataPlaneServer(const Options& options, JobStores* jobs, RpcHandler* handler)
-      : options_(options), jobs_(jobs), handler_(handler) {}
+  DataPlaneServer(const Options& options, JobStores* jobs, RpcHandler* handler);
 
-  // One connection: its socket and the messages it reuses call after call.
-  struct Connection {
-    explicit Connection(int fd) : fd(fd) {}
-
-    const int fd;
-    absl::Mutex mu;                    // held while a call is served
-    std::atomic<bool> release{false};  // ReleaseBuffers came (set before trying mu)
-    PushRequest push ABSL_GUARDED_BY(mu);
-    PushResponse pushed ABSL_GUARDED_BY(mu);
-    PullRequest pull ABSL_GUARDED_BY(mu);
-    PullResponse pulled ABSL_GUARDED_BY(mu);
-    // Bytes reserved for the payload buffers of `push` and `pull`.
-    int64_t kept_bytes ABSL_GUARDED_BY(mu) = 0;
+  // Where a connection is. Parked: armed in connections_epoll_ (a pool thread
+  // that epoll wakes, or the poller's sweep, moves it on). Queued: in ready_ or ready_unproven_.
+  // Serving: a pool thread runs its Turn. Waiting: its push is with the core.
+  enum class State { kParked, kQueued, kServing, kWaitingForPush, kClosing };
+  struct Slot {
+    std::shared_ptr<DataPlaneConnection> connection;
+    State state = State::kParked;
+    bool proven = false;
+    // Resume came while its Turn was still running.
+    bool resumed = false;
+    // Close it instead of running a Turn (Shutdown, epoll failed).
+    bool close_next = false;
+    absl::Time first_frame_deadline;
+    // Parked: closed by the poller past this.
+    absl::Time deadline;
   };
 
-  // What one connection's thread has reserved besides its kept buffers.
-  struct FrameBytes {
-    int64_t frame = 0;  // growth for the frame in flight (also in pending_)
-    int64_t head = 0;   // the reused FrameHead's meta and sizes
-  };
+  // DataPlaneConnection::Host.
+  absl::Status ReserveFrameBytes(int64_t bytes) override;
+  void FrameBytesArrived(int64_t bytes) override;
+  void AdjustBufferBytes(int64_t delta) override;
+  void Proven(int fd) override;
+  void Answered(const char* method, const absl::Status& status, absl::Time start) override;
+  void Resume(std::shared_ptr<DataPlaneConnection> connection) override;
 
-  void AcceptLoop();
-  void Serve(std::shared_ptr<Connection> c);
-  // Counts `bytes` a frame in flight is about to allocate against
-  // max_pending_bytes and reserves them from the budget (FrameGrowth).
-  absl::Status ReserveFrameBytes(uint64_t bytes, FrameBytes* reserved);
-  // After a frame (read, refused or failed): it is no longer pending, and the
-  // reservations match the buffers `c` and `head` hold now.
-  void EndFrame(Connection* c, const FrameHead& head, FrameBytes* reserved)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu);
-  // Frees `c`'s kept messages and their reservation.
-  void Release(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu);
-  // Adds `delta` (may be negative) to buffer_bytes_ and the budget.
-  void AdjustBufferBytes(int64_t delta);
+  // The poller: accepts, and closes parked connections past their deadline.
+  void PollLoop();
+  // Accepts every pending connection and parks it. Returns false when
+  // accept failed for want of descriptors or memory.
+  bool AcceptAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A thread of the pool: queued work first, else waits in epoll_wait for a
+  // parked connection's bytes and serves it (an unproven one is queued for
+  // ServeStrangers).
+  void ServeLoop();
+  // A thread serving unproven connections only.
+  void ServeStrangers();
+  // Runs a Turn of `connection` (or closes it) and parks, queues or closes
+  // it after.
+  void Serve(int fd, const std::shared_ptr<DataPlaneConnection>& connection, bool close)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // After a Turn that returned `next`.
+  void AfterTurn(int fd, const std::shared_ptr<DataPlaneConnection>& connection,
+                 DataPlaneConnection::Next next) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `slot` (of `fd`) for the pool.
+  void Enqueue(int fd, Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Arms `fd` in the epoll set again for its next bytes.
+  void Park(int fd, Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes a connection no Turn runs for, and forgets it.
+  void Finish(const std::shared_ptr<DataPlaneConnection>& connection) ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes the poller.
+  void Wake();
+  // Wakes `threads` pool threads from epoll_wait.
+  void WakePool(uint64_t threads);
 
   const Options options_;
+  const DataPlaneConnection::Settings settings_;
   JobStores* const jobs_;
   RpcHandler* const handler_;
   UniqueFd listener_;
+  UniqueFd epoll_;  // the poller's: the listener and wake_
+  UniqueFd wake_;   // an eventfd: Shutdown wakes the poller
+  // Parked connections (one-shot), which the pool's threads wait on, and
+  // queued_: an eventfd semaphore in it, one unit per item of ready_.
+  UniqueFd connections_epoll_;
+  UniqueFd queued_;
   int port_ = 0;
-  std::thread acceptor_;
+  int max_connections_ = 0;
+  absl::Duration sweep_interval_;
+  std::thread poller_;
+  std::vector<std::thread> pool_;
   std::atomic<int64_t> calls_{0};
   std::atomic<int64_t> pending_{0};
   std::atomic<int64_t> buffer_bytes_{0};
 
+  // Lock order: a connection's own mutex (held during its Turn) before mu_.
   absl::Mutex mu_;
+  absl::CondVar stranger_work_;  // ready_unproven_ has work, or the end
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Open connections by descriptor, shut down by Shutdown.
-  absl::flat_hash_map<int, std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  // Open connections by descriptor.
+  absl::flat_hash_map<int, Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::deque<int> ready_ ABSL_GUARDED_BY(mu_);           // proven ones
+  std::deque<int> ready_unproven_ ABSL_GUARDED_BY(mu_);  // not yet past a job check
   int unproven_ ABSL_GUARDED_BY(mu_) = 0;
+  // Threads serving unproven connections (started when more are queued than
+  // threads not in a Turn, at most max_unproven_connections), and how many of
+  // them are in a Turn.
+  std::vector<std::thread> stranger_threads_ ABSL_GUARDED_BY(mu_);
+  int strangers_in_turn_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_refusal_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace pscluster

@@ -316,8 +316,21 @@ TEST(DataPlaneServerTest, ManySlowStrangersHoldLittleAndProvenClientsAreStillSer
   }
   EXPECT_GT(strangers.size(), 256u);
   // The slow ones fill the slots of unproven connections; no more are taken.
-  ASSERT_TRUE(WaitFor([&] { return s.server().unproven_connections() == 64; }))
-      << s.server().unproven_connections();
+  // A huge meta still queued for a thread when the loop ended held a slot
+  // until it was refused: slow ones top the slots up, until all 64 have been
+  // taken for 50 ms running (WaitFor looks every 5 ms).
+  int full_looks = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    if (s.server().unproven_connections() == 64) return ++full_looks >= 10;
+    full_looks = 0;
+    absl::StatusOr<UniqueFd> fd =
+        DialTcp("127.0.0.1", s.server().port(), absl::Now() + absl::Seconds(5));
+    if (fd.ok()) {
+      (void)send(fd->get(), slow_meta.data(), slow_meta.size(), MSG_NOSIGNAL);
+      strangers.push_back(std::move(*fd));
+    }
+    return false;
+  })) << s.server().unproven_connections();
   ASSERT_TRUE(WaitFor([&] { return s.server().pending_bytes() > 0; }));
   EXPECT_LE(s.server().connections(), 65);
   EXPECT_LE(s.server().pending_bytes(), 64 * (64 << 10) + kMiB);
@@ -334,8 +347,7 @@ TEST(DataPlaneServerTest, ManySlowStrangersHoldLittleAndProvenClientsAreStillSer
   EXPECT_EQ(Floats(pulled), std::vector<float>(4, 1.0f));
 
   strangers.clear();
-  ASSERT_TRUE(WaitFor([&] { return s.server().connections() == 1; }))
-      << s.server().connections();
+  ASSERT_TRUE(WaitFor([&] { return s.server().connections() == 1; })) << s.server().connections();
   EXPECT_EQ(s.server().unproven_connections(), 0);
   EXPECT_EQ(s.server().pending_bytes(), 0);
   EXPECT_EQ(s.extra_held(), held_before);
@@ -354,10 +366,9 @@ TEST(DataPlaneServerTest, APushWithABadLeaseIsRefusedBeforeItsTensorIsRead) {
   const std::string bytes = meta.SerializeAsString();
   // The header announces a 64 MiB tensor; only the header and meta are sent.
   UniqueFd fd = s.Dial();
-  const std::string head =
-      EncodeFrameHead(kDataPlanePush, 0, static_cast<uint32_t>(bytes.size()), {64 * kMiB},
-                      64 * kMiB) +
-      bytes;
+  const std::string head = EncodeFrameHead(kDataPlanePush, 0, static_cast<uint32_t>(bytes.size()),
+                                           {64 * kMiB}, 64 * kMiB) +
+                           bytes;
   ASSERT_EQ(send(fd.get(), head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
   PushResponse pushed;
   absl::Status st = ReadAnswer(fd.get(), &pushed);
@@ -446,6 +457,142 @@ TEST(DataPlaneServerTest, FramesPastTheLimitOfPendingBytesAreResourceExhausted) 
   ASSERT_TRUE(WaitFor([&] { return s.server().connections() == 0; }));
   EXPECT_EQ(s.server().pending_bytes(), 0);
   EXPECT_EQ(s.server().buffer_bytes(), 0);
+}
+
+// The pool (issue 25): connections hold no thread; a few serving threads
+// take each one when its bytes come.
+
+TEST(DataPlaneServerTest, ManyMoreConnectionsThanServingThreadsAreAllServed) {
+  Server s(256 * kMiB, [](DataPlaneServer::Options* o) { o->serving_threads = 2; });
+  ASSERT_EQ(s.server().serving_threads(), 2);
+  constexpr int kConnections = 40;
+  std::vector<UniqueFd> fds;
+  for (int i = 0; i < kConnections; ++i) fds.push_back(s.Dial());
+  // Every connection proven, then used again from several threads at once.
+  for (UniqueFd& fd : fds) {
+    PullResponse pulled;
+    ASSERT_TRUE(Call(fd.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  }
+  EXPECT_EQ(s.server().connections(), kConnections);
+  EXPECT_EQ(s.server().unproven_connections(), 0);
+  std::vector<std::thread> clients;
+  std::vector<int> served(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (int i = t; i < kConnections; i += 8) {
+          PullResponse pulled;
+          if (Call(fds[i].get(), kDataPlanePull, s.PullOf("w"), &pulled).ok() &&
+              Floats(pulled) == std::vector<float>(4, 1.0f)) {
+            ++served[t];
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& c : clients) c.join();
+  int total = 0;
+  for (int n : served) total += n;
+  EXPECT_EQ(total, 5 * kConnections);
+  EXPECT_EQ(s.server().calls(), 6 * kConnections);
+}
+
+TEST(DataPlaneServerTest, AStalledFrameAndIdleConnectionsDoNotBlockTheOthers) {
+  // Two pool threads: a proven connection stalled mid-frame holds one; a
+  // stranger stalled mid-frame holds a thread for strangers, not the pool's.
+  Server s(256 * kMiB, [](DataPlaneServer::Options* o) { o->serving_threads = 2; });
+  UniqueFd stalled = s.Dial();
+  PullResponse pulled;
+  ASSERT_TRUE(Call(stalled.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  // A header announcing a 100-byte meta, and 10 bytes of it.
+  const std::string half = EncodeFrameHead(kDataPlanePull, 0, 100, {}, 0) + std::string(10, 'x');
+  const ssize_t size = static_cast<ssize_t>(half.size());
+  ASSERT_EQ(send(stalled.get(), half.data(), half.size(), MSG_NOSIGNAL), size);
+  UniqueFd stranger = s.Dial();
+  ASSERT_EQ(send(stranger.get(), half.data(), half.size(), MSG_NOSIGNAL), size);
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 20; ++i) {
+    idle.push_back(s.Dial());
+    ASSERT_TRUE(Call(idle.back().get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  }
+  for (int i = 0; i < 10; ++i) idle.push_back(s.Dial());  // silent strangers, parked
+  ASSERT_TRUE(WaitFor([&] { return s.server().pending_bytes() > 0; }));
+  // Both stalled frames are being read; everyone else is still served.
+  UniqueFd fresh = s.Dial();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(Call(fresh.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+    ASSERT_TRUE(Call(idle[i].get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  }
+  EXPECT_EQ(Floats(pulled), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(s.server().connections(), 33);
+}
+
+TEST(DataPlaneServerTest, AnUnprovenConnectionOverTheLimitIsClosedAndProvenOnesFreeSlots) {
+  Server s(256 * kMiB, [](DataPlaneServer::Options* o) {
+    o->serving_threads = 2;
+    o->max_unproven_connections = 2;
+  });
+  UniqueFd a = s.Dial();
+  UniqueFd b = s.Dial();
+  ASSERT_TRUE(WaitFor([&] { return s.server().unproven_connections() == 2; }));
+  UniqueFd over = s.Dial();
+  EXPECT_TRUE(ClosedByServer(over.get()));
+  EXPECT_EQ(s.server().connections(), 2);
+  // `a` proves itself: a slot for a stranger is free again.
+  PullResponse pulled;
+  ASSERT_TRUE(Call(a.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  EXPECT_EQ(s.server().unproven_connections(), 1);
+  UniqueFd c = s.Dial();
+  ASSERT_TRUE(Call(c.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  EXPECT_EQ(s.server().connections(), 3);
+}
+
+TEST(DataPlaneServerTest, ParkedConnectionsAreClosedAtTheirDeadlines) {
+  // A stranger's first frame must come within min(idle, frame timeout); a
+  // proven connection is closed after idle_timeout without a frame.
+  Server s(256 * kMiB, [](DataPlaneServer::Options* o) {
+    o->serving_threads = 1;
+    o->idle_timeout = absl::Milliseconds(300);
+  });
+  UniqueFd silent = s.Dial();
+  UniqueFd proven = s.Dial();
+  PullResponse pulled;
+  ASSERT_TRUE(Call(proven.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  EXPECT_TRUE(ClosedByServer(silent.get()));
+  EXPECT_TRUE(ClosedByServer(proven.get()));
+  ASSERT_TRUE(WaitFor([&] { return s.server().connections() == 0; }));
+  EXPECT_EQ(s.server().unproven_connections(), 0);
+}
+
+TEST(DataPlaneServerTest, PushesWaitingForASynchronousStepHoldNoServingThread) {
+  // One serving thread, three replicas: the first two shares wait for the
+  // third, which must still be read and served.
+  Server s(256 * kMiB, [](DataPlaneServer::Options* o) { o->serving_threads = 1; });
+  constexpr int kReplicas = 3;
+  std::vector<UniqueFd> fds;
+  for (int r = 0; r < kReplicas; ++r) fds.push_back(s.Dial());
+  auto share = [&](int replica) {
+    PushRequest push = s.PushOf("w", 4, 2.0f, 0);
+    SyncShare* sync = push.mutable_update()->mutable_sync();
+    sync->set_replica(replica);
+    sync->set_replicas(kReplicas);
+    sync->set_examples(1);
+    *push.mutable_pull() = s.PullOf("w");
+    PushRequest meta;
+    std::vector<absl::string_view> payloads;
+    SplitRequest(push, &meta, &payloads);
+    return WriteFrame(fds[replica].get(), kDataPlanePush, 0, meta.SerializeAsString(), payloads,
+                      Soon());
+  };
+  for (int r = 0; r < kReplicas; ++r) ASSERT_TRUE(share(r).ok());
+  for (int r = 0; r < kReplicas; ++r) {
+    PushResponse pushed;
+    const absl::Status st = ReadAnswer(fds[r].get(), &pushed);
+    ASSERT_TRUE(st.ok()) << "replica " << r << ": " << st;
+    // One step of the mean gradient 2 at rate 0.5: 1 - 1 = 0.
+    EXPECT_EQ(Floats(pushed.pulled()), std::vector<float>(4, 0.0f)) << "replica " << r;
+  }
+  EXPECT_EQ(s.server().calls(), kReplicas);
 }
 
 }  // namespace

@@ -24,8 +24,8 @@
 #include "ps/core/memory_budget.h"
 #include "ps/service/data_plane_server.h"
 #include "ps/service/data_plane_wire.h"
-#include "ps/service/remote_ps_client.h"
 #include "ps/service/ps_service.h"
+#include "ps/service/remote_ps_client.h"
 #include "rpc/frame_socket.h"
 #include "rpc/rpc_util.h"
 #include "rpc/test_certs.h"
@@ -55,7 +55,8 @@ bool WaitFor(const std::function<bool()>& done) {
 // whose certificate is the cluster CA's 'ps' one.
 class TlsServer {
  public:
-  TlsServer() : ca_(MakeTestCa("cluster-ca")), key_(RandomSecret()) {
+  explicit TlsServer(std::function<void(DataPlaneServer::Options*)> tune = {})
+      : ca_(MakeTestCa("cluster-ca")), key_(RandomSecret()) {
     jobs_ = std::make_unique<JobStores>(VariableStore::Options());
     CreateVariablesRequest create;
     create.set_job(kJob);
@@ -77,6 +78,7 @@ class TlsServer {
     DataPlaneServer::Options options;
     options.frame_timeout = absl::Seconds(20);
     options.tls = std::move(*tls);
+    if (tune) tune(&options);
     auto started = DataPlaneServer::Start(options, jobs_.get(), nullptr);
     EXPECT_TRUE(started.ok()) << started.status();
     server_ = std::move(*started);
@@ -262,6 +264,77 @@ TEST(DataPlaneTlsTest, APsCertificateIsRefusedPushAndPull) {
   auto worker = s.Connect("worker");
   ASSERT_TRUE(worker.ok()) << worker.status();
   ExpectServed(s, **worker, 0);
+}
+
+// The pool (issue 25): TLS connections hold no thread either.
+TEST(DataPlaneTlsTest, TlsConnectionsShareAFewServingThreads) {
+  TlsServer s([](DataPlaneServer::Options* o) { o->serving_threads = 2; });
+  std::vector<std::unique_ptr<TlsStream>> streams;
+  for (int i = 0; i < 8; ++i) {
+    auto stream = s.Connect("worker");
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    streams.push_back(std::move(*stream));
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (auto& stream : streams) {
+      PullResponse pulled;
+      ASSERT_TRUE(Call(*stream, kDataPlanePull, s.Pull(), &pulled).ok());
+      EXPECT_EQ(Floats(pulled).size(), static_cast<size_t>(kFloats));
+    }
+  }
+  ExpectServed(s, *streams[3], 0);
+  EXPECT_EQ(s.server().connections(), 8);
+}
+
+// Two frames sent at once arrive together: the second waits decrypted (or
+// read ahead) in OpenSSL, where epoll cannot see it, and is served anyway.
+TEST(DataPlaneTlsTest, AFrameOpenSslAlreadyReadIsServedWithoutNewBytes) {
+  TlsServer s([](DataPlaneServer::Options* o) { o->serving_threads = 1; });
+  auto stream = s.Connect("worker");
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  PullRequest meta;
+  std::vector<absl::string_view> payloads;
+  SplitRequest(s.Pull(), &meta, &payloads);
+  const std::string bytes = meta.SerializeAsString();
+  const std::string frame =
+      EncodeFrameHead(kDataPlanePull, 0, static_cast<uint32_t>(bytes.size()), {}, 0) + bytes;
+  const std::string two = frame + frame;
+  ASSERT_TRUE((*stream)->WritePieces({two}, Soon()).ok());
+  for (int i = 0; i < 2; ++i) {
+    FrameHead head;
+    bool closed = false;
+    ASSERT_TRUE(ReadFrameHead(**stream, 64 << 20, Soon(), absl::Seconds(10), &head, &closed).ok())
+        << "answer " << i;
+    ASSERT_EQ(head.code, 0) << head.meta;
+    PullResponse pulled;
+    ASSERT_TRUE(ReceiveMessage(**stream, head, &pulled, head.deadline).ok());
+    EXPECT_EQ(Floats(pulled).size(), static_cast<size_t>(kFloats));
+  }
+}
+
+// A handshake that stalls holds a serving thread only until the first-frame
+// deadline; then it is closed and a worker is served.
+TEST(DataPlaneTlsTest, AStalledHandshakeEndsAtTheFirstFrameDeadline) {
+  TlsServer s([](DataPlaneServer::Options* o) {
+    o->serving_threads = 1;
+    o->frame_timeout = absl::Milliseconds(500);
+  });
+  absl::StatusOr<UniqueFd> stalled = DialTcp("127.0.0.1", s.server().port(), Soon());
+  ASSERT_TRUE(stalled.ok()) << stalled.status();
+  // A handshake record header announcing 512 bytes, and none of them.
+  const char record[] = {0x16, 0x03, 0x01, 0x02, 0x00};
+  ASSERT_EQ(send(stalled->get(), record, sizeof(record), MSG_NOSIGNAL),
+            static_cast<ssize_t>(sizeof(record)));
+  char byte;
+  timeval tv = absl::ToTimeval(absl::Seconds(10));
+  setsockopt(stalled->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const ssize_t n = recv(stalled->get(), &byte, 1, 0);
+  EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET)) << "still open after 10 s";
+  EXPECT_TRUE(WaitFor([&] { return s.server().connections() == 0; }));
+  auto worker = s.Connect("worker");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  PullResponse pulled;
+  ASSERT_TRUE(Call(**worker, kDataPlanePull, s.Pull(), &pulled).ok());
 }
 
 std::string WriteTestFile(const std::string& name, const std::string& text) {
