@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "protos/ps.pb.h"
+#include "ps/service/data_plane_test_util.h"
 #include "ps/service/data_plane_wire.h"
 #include "ps/service/remote_ps_client.h"
 #include "rpc/frame_socket.h"
@@ -38,6 +39,10 @@ extern char** environ;
 
 namespace pscluster {
 namespace {
+
+using data_plane_test::Call;
+using data_plane_test::Floats;
+using data_plane_test::Soon;
 
 constexpr int kIdleConnections = 2000;
 constexpr int64_t kMaxBytesPerConnection = 64 << 10;
@@ -140,32 +145,6 @@ class PsProcess {
   int grpc_port_ = 0;
   int data_port_ = 0;
 };
-
-absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
-
-template <typename Request, typename Response>
-absl::Status Call(int fd, uint16_t kind, const Request& request, Response* response) {
-  Request meta;
-  std::vector<absl::string_view> payloads;
-  SplitRequest(request, &meta, &payloads);
-  absl::Status s = WriteFrame(fd, kind, 0, meta.SerializeAsString(), payloads, Soon());
-  if (!s.ok()) return s;
-  FrameHead head;
-  bool closed = false;
-  s = ReadFrameHead(fd, 64 << 20, Soon(), absl::Seconds(10), &head, &closed);
-  if (!s.ok()) return s;
-  if (head.code != 0) return absl::Status(static_cast<absl::StatusCode>(head.code), head.meta);
-  return ReceiveMessage(fd, head, response, head.deadline);
-}
-
-std::vector<float> Floats(const PullResponse& pulled) {
-  std::vector<float> out;
-  if (pulled.tensors_size() == 0) return out;
-  const std::string& data = pulled.tensors(0).tensor().data();
-  out.resize(data.size() / 4);
-  std::memcpy(out.data(), data.data(), out.size() * 4);
-  return out;
-}
 
 TEST(DataPlaneIdleConnectionsTest, TwoThousandIdleConnectionsStayUnderTheMemoryBound) {
   // This process holds the test's ends, the PS the others: each needs a

@@ -23,11 +23,17 @@
 #include "gtest/gtest.h"
 #include "ps/core/job_stores.h"
 #include "ps/core/memory_budget.h"
+#include "ps/service/data_plane_test_util.h"
 #include "ps/service/data_plane_wire.h"
 #include "rpc/frame_socket.h"
 
 namespace pscluster {
 namespace {
+
+using data_plane_test::Call;
+using data_plane_test::Floats;
+using data_plane_test::ReadAnswer;
+using data_plane_test::Soon;
 
 using ::testing::HasSubstr;
 
@@ -158,39 +164,6 @@ class Server {
   int64_t parameter_bytes_ = 0;
   std::unique_ptr<DataPlaneServer> server_;
 };
-
-absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
-
-// Reads one answer; its error when the code is not OK.
-template <typename Response>
-absl::Status ReadAnswer(int fd, Response* response) {
-  FrameHead head;
-  bool closed = false;
-  absl::Status s = ReadFrameHead(fd, 64 * kMiB, Soon(), absl::Seconds(10), &head, &closed);
-  if (!s.ok()) return s;
-  if (head.code != 0) return absl::Status(static_cast<absl::StatusCode>(head.code), head.meta);
-  return ReceiveMessage(fd, head, response, head.deadline);
-}
-
-template <typename Request, typename Response>
-absl::Status Call(int fd, uint16_t kind, const Request& request, Response* response) {
-  Request meta;
-  std::vector<absl::string_view> payloads;
-  SplitRequest(request, &meta, &payloads);
-  absl::Status s = WriteFrame(fd, kind, 0, meta.SerializeAsString(), payloads, Soon());
-  if (!s.ok()) return s;
-  return ReadAnswer(fd, response);
-}
-
-// The floats of the first tensor pulled.
-std::vector<float> Floats(const PullResponse& pulled) {
-  std::vector<float> out;
-  if (pulled.tensors_size() == 0) return out;
-  const std::string& data = pulled.tensors(0).tensor().data();
-  out.resize(data.size() / 4);
-  std::memcpy(out.data(), data.data(), out.size() * 4);
-  return out;
-}
 
 // True once the server has closed `fd` (a read sees the end or a reset).
 bool ClosedByServer(int fd) {

@@ -23,6 +23,7 @@
 #include "ps/core/job_stores.h"
 #include "ps/core/memory_budget.h"
 #include "ps/service/data_plane_server.h"
+#include "ps/service/data_plane_test_util.h"
 #include "ps/service/data_plane_wire.h"
 #include "ps/service/ps_service.h"
 #include "ps/service/remote_ps_client.h"
@@ -35,12 +36,14 @@
 namespace pscluster {
 namespace {
 
+using data_plane_test::Call;
+using data_plane_test::Floats;
+using data_plane_test::Soon;
+
 using ::testing::HasSubstr;
 
 constexpr char kJob[] = "job-a";
 constexpr int64_t kFloats = 1 << 20;  // "big": 4 MiB, many TLS records
-
-absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
 
 bool WaitFor(const std::function<bool()>& done) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -138,30 +141,6 @@ class TlsServer {
   std::unique_ptr<JobStores> jobs_;
   std::unique_ptr<DataPlaneServer> server_;
 };
-
-template <typename Request, typename Response>
-absl::Status Call(FrameStream& stream, uint16_t kind, const Request& request, Response* response) {
-  Request meta;
-  std::vector<absl::string_view> payloads;
-  SplitRequest(request, &meta, &payloads);
-  absl::Status s = WriteFrame(stream, kind, 0, meta.SerializeAsString(), payloads, Soon());
-  if (!s.ok()) return s;
-  FrameHead head;
-  bool closed = false;
-  s = ReadFrameHead(stream, 64 << 20, Soon(), absl::Seconds(10), &head, &closed);
-  if (!s.ok()) return s;
-  if (head.code != 0) return absl::Status(static_cast<absl::StatusCode>(head.code), head.meta);
-  return ReceiveMessage(stream, head, response, head.deadline);
-}
-
-std::vector<float> Floats(const PullResponse& pulled) {
-  std::vector<float> out;
-  if (pulled.tensors_size() == 0) return out;
-  const std::string& data = pulled.tensors(0).tensor().data();
-  out.resize(data.size() / 4);
-  std::memcpy(out.data(), data.data(), out.size() * 4);
-  return out;
-}
 
 // A worker's push and pull: the same answers as in plaintext.
 void ExpectServed(TlsServer& s, FrameStream& stream, int64_t step) {
