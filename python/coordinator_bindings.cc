@@ -5,8 +5,10 @@
 // argument bytes (python/pscluster/_coordinator.py).
 //
 // Every call that may block (the first Schedule starts the cluster, Join,
-// Fetch, PsStats, Save, Restore, the step counters) releases the GIL. Initializers and optimizers cross as
-// protobuf text (InitializerProto, OptimizerProto of protos/ps.proto).
+// Fetch, PsStats, Save, Restore, the step counters) releases the GIL; Join
+// and Fetch wait in slices and raise KeyboardInterrupt on Ctrl-C.
+// Initializers and optimizers cross as protobuf text (InitializerProto,
+// OptimizerProto of protos/ps.proto).
 //
 // Thread-safety: as ClusterCoordinator and RemoteValue, thread-safe.
 #include <google/protobuf/text_format.h>
@@ -42,17 +44,28 @@ Proto ParseText(const std::string& text, const std::string& what) {
   return message;
 }
 
+// How long a blocking wait runs without the GIL before it checks for
+// signals (Ctrl-C).
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+
 class PyRemoteValue {
  public:
   explicit PyRemoteValue(RemoteValue value) : value_(std::move(value)) {}
 
   // The result bytes; the closure's error as StatusError.
   py::bytes Fetch() {
-    absl::StatusOr<std::string> result;
-    {
-      py::gil_scoped_release nogil;
-      result = value_.Fetch();
+    // In slices, so that Ctrl-C (a signal handled on the main thread, when
+    // it holds the GIL) raises KeyboardInterrupt instead of waiting.
+    while (true) {
+      bool ended;
+      {
+        py::gil_scoped_release nogil;
+        ended = value_.WaitFor(kWaitSlice);
+      }
+      if (ended) break;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
+    absl::StatusOr<std::string> result = value_.Fetch();
     return py::bytes(ValueOrThrow(std::move(result)));
   }
   bool ready() const { return value_.ready(); }
@@ -195,13 +208,19 @@ class PyCoordinator {
     return PyRemoteValue(ValueOrThrow(std::move(value)));
   }
 
+  // In slices, as PyRemoteValue::Fetch: Ctrl-C raises KeyboardInterrupt
+  // (the closures go on; a later join() waits for them).
   void Join() {
-    absl::Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = Get()->Join();
+    ClusterCoordinator* c = Get();
+    while (true) {
+      absl::StatusOr<bool> ended;
+      {
+        py::gil_scoped_release nogil;
+        ended = c->JoinFor(kWaitSlice);
+      }
+      if (ValueOrThrow(std::move(ended))) return;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    OkOrThrow(s);
   }
 
   bool Done() { return ValueOrThrow(Get()->Done()); }

@@ -104,6 +104,11 @@ bool RemoteValue::ready() const {
   return state_->ready;
 }
 
+bool RemoteValue::WaitFor(absl::Duration timeout) const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->mu.AwaitWithTimeout(absl::Condition(&state_->ready), timeout);
+}
+
 int64_t RemoteValue::closure_id() const { return state_->closure_id; }
 
 // ---------------------------------------------------------------- the cluster
@@ -658,6 +663,18 @@ absl::Status ClusterCoordinator::Join() {
   }
   session->queue.WaitUntilEmpty(absl::InfiniteDuration());
   return RaiseIfFailed();
+}
+
+absl::StatusOr<bool> ClusterCoordinator::JoinFor(absl::Duration timeout) {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    if (session_ == nullptr) return true;
+    session = session_;
+  }
+  if (!session->queue.WaitUntilEmpty(timeout)) return false;
+  RETURN_IF_ERROR(RaiseIfFailed());
+  return true;
 }
 
 absl::StatusOr<bool> ClusterCoordinator::Done() {

@@ -86,6 +86,9 @@ class RemoteValue {
   // The function's error as the worker sent it, once ended with one.
   std::optional<FunctionError> function_error() const;
   bool ready() const;
+  // Waits at most `timeout` for the closure to end; whether it has. Lets a
+  // caller that must stay responsive (Python's Ctrl-C) wait in slices.
+  bool WaitFor(absl::Duration timeout) const;
   int64_t closure_id() const;
 
  private:
@@ -187,6 +190,9 @@ class ClusterCoordinator {
   // closure's error (see RemoteValue::Fetch; raised once). Returns at once
   // when nothing is scheduled.
   absl::Status Join() ABSL_LOCKS_EXCLUDED(mu_);
+  // Join for at most `timeout`: true (or the failed closure's error, as
+  // Join) when every scheduled closure ended, false when some still run.
+  absl::StatusOr<bool> JoinFor(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Without blocking: true when every scheduled closure ended; a failed
   // closure's error as Join.
   absl::StatusOr<bool> Done() ABSL_LOCKS_EXCLUDED(mu_);

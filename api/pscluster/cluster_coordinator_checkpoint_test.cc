@@ -203,6 +203,10 @@ TEST_F(CheckpointTest, SaveDuringTrainingIsAConsistentCut) {
   ASSERT_TRUE(values[2].Fetch().ok());  // progress: some closures ended
   ASSERT_TRUE(a->Save("cut").ok());
   ASSERT_TRUE(a->Join().ok());
+  EXPECT_TRUE(values[11].WaitFor(absl::ZeroDuration()));
+  absl::StatusOr<bool> joined = a->JoinFor(absl::ZeroDuration());
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_TRUE(*joined);
   EXPECT_EQ(a->global_step(), 60);
   a.reset();
   std::unique_ptr<ClusterCoordinator> b = Make(1, "none");

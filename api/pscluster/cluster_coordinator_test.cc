@@ -121,6 +121,9 @@ TEST(ClusterCoordinatorTest, JoinAndDoneWithNothingScheduledReturnAtOnce) {
   absl::StatusOr<bool> done = (*c)->Done();
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(*done);
+  absl::StatusOr<bool> joined = (*c)->JoinFor(absl::Minutes(1));
+  ASSERT_TRUE(joined.ok());
+  EXPECT_TRUE(*joined);
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   EXPECT_EQ((*c)->PsStats().status().code(), absl::StatusCode::kFailedPrecondition);
 }

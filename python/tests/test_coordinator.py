@@ -154,6 +154,38 @@ def test_exception_raised_at_join_and_fetch_later_closures_cancelled(strategy, t
     assert coordinator.schedule(good_step, args=(99,)).fetch() == 99
 
 
+def test_ctrl_c_interrupts_join_and_fetch(strategy, tmp_path):
+    """SIGINT while join() or fetch() waits raises KeyboardInterrupt at once;
+    the closure goes on, and a later join() waits for it."""
+    coordinator = pscluster.ClusterCoordinator(strategy)
+    with strategy.scope():
+        pscluster.Variable(shape=(1,))
+    go = str(tmp_path / "go")
+
+    def slow(i):
+        _wait_for_file(go, timeout=60)
+        return i
+
+    def interrupt_when(entering):
+        entering.wait(30)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    for wait in ("join", "fetch"):
+        value = coordinator.schedule(slow, args=(7,))
+        entering = threading.Event()
+        sender = threading.Thread(target=interrupt_when, args=(entering,))
+        sender.start()
+        with pytest.raises(KeyboardInterrupt):
+            entering.set()
+            coordinator.join() if wait == "join" else value.fetch()
+        sender.join(30)
+        # Interrupted, not ended: the closure still waits for its file.
+        assert not value.ready(), wait
+    open(go, "w").close()
+    coordinator.join()
+    assert coordinator.done()
+
+
 def test_bad_input(strategy, py_cluster):
     with pytest.raises(ValueError, match="strategy.scope"):
         pscluster.Variable(shape=(2,))
