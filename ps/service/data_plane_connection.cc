@@ -1,6 +1,7 @@
 #include "ps/service/data_plane_connection.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <utility>
 
@@ -261,6 +262,10 @@ void DataPlaneConnection::Close() {
   host_->AdjustBufferBytes(-reserved_.head);
   reserved_.head = 0;
   stream_.reset();  // before the socket is closed
+  // The peer sees the end now, not when the last reference to this object
+  // goes (the number stays taken until then): a client that checks its
+  // pooled connection after the server counted it closed finds it closed.
+  shutdown(fd(), SHUT_RDWR);
 }
 
 }  // namespace pscluster

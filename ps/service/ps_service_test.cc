@@ -579,7 +579,8 @@ TEST_P(DataPlaneTest, IdleConnectionsAreClosedAndTheClientDialsAgain) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_EQ((*quick)->connections(), 0);
-  ASSERT_TRUE(PushW({2, 2}, 1.0f).ok());
+  const absl::Status again = PushW({2, 2}, 1.0f);
+  ASSERT_TRUE(again.ok()) << again;
   EXPECT_EQ((*quick)->calls(), 2);
   service_->set_data_plane(nullptr);
 }
