@@ -249,7 +249,9 @@ TEST(CsvReaderTest, HeaderlessTabSeparatedGzip) {
     ASSERT_EQ((*r)->line(), n + 1) << "no header: the first record is line 1";
     ASSERT_EQ((*r)->field(0).int_value, n % 2);
     ASSERT_EQ((*r)->field(1).missing, n % 3 == 0);
-    if (n % 3 != 0) ASSERT_EQ((*r)->field(1).int_value, n);
+    if (n % 3 != 0) {
+      ASSERT_EQ((*r)->field(1).int_value, n);
+    }
     ASSERT_EQ((*r)->field(2).text, "05db9164");
     ASSERT_TRUE((*r)->field(3).missing);
     ++n;

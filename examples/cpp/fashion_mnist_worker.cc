@@ -158,6 +158,10 @@ absl::StatusOr<std::string> TrainStep(FunctionContext& ctx, const std::string& a
   std::vector<float> x;
   std::vector<int32_t> y;
   std::vector<Tensor> grads;
+  // One round trip per PS a step: each push reads back the values the next
+  // step uses (PushAndPull); the last push reads nothing.
+  absl::StatusOr<std::vector<Tensor>> v;
+  if (begin < end) v = ctx.Pull(kVariables);
   for (int64_t b = begin; b < end; b += batch) {
     const int64_t n = std::min(batch, end - b);
     x.resize(n * kPixels);
@@ -167,12 +171,15 @@ absl::StatusOr<std::string> TrainStep(FunctionContext& ctx, const std::string& a
       std::copy_n(data->x.data() + e * kPixels, kPixels, x.data() + i * kPixels);
       y[i] = data->y[e];
     }
-    absl::StatusOr<std::vector<Tensor>> v = ctx.Pull(kVariables);
     if (!v.ok()) return v.status();
     Pass(ThreadBackend(), *v, x.data(), y.data(), n, &grads, &totals);
     std::vector<std::pair<std::string, Tensor>> push;
     for (size_t k = 0; k < kVariables.size(); ++k) push.emplace_back(kVariables[k], grads[k]);
-    if (absl::Status s = ctx.Push(push); !s.ok()) return s;
+    const bool last = b + batch >= end;
+    absl::StatusOr<std::vector<Tensor>> next =
+        ctx.PushAndPull(push, last ? std::vector<std::string>{} : kVariables);
+    if (!next.ok()) return next.status();
+    if (!last) v = std::move(next);
   }
   return totals.Encode();
 }
