@@ -355,6 +355,9 @@ class JobRunner {
   absl::StatusOr<RescaleJobResponse> MoveToPs(int num_ps);
   // Sets every worker of the job up again for the new layout.
   void SetupWorkersAgain();
+  // A resumed job (PrepareVariables): on the PS count of the newest rescale
+  // in its log `history`, instead of the coordinator's job_ps.
+  absl::Status ResumeRescaledLayout(const std::vector<JobLogRecord>& history);
 
   const std::string job_id_;
   const JobSpec spec_;

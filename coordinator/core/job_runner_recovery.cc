@@ -17,8 +17,8 @@
 namespace pscluster {
 
 absl::Status JobRunner::PrepareVariables() {
-  ASSIGN_OR_RETURN(plan_, PlanVariables(ModelVariables(spec_), spec_.partitioner,
-                                        static_cast<int>(ps_.size())));
+  ASSIGN_OR_RETURN(
+      plan_, PlanVariables(ModelVariables(spec_), spec_.partitioner, static_cast<int>(ps_.size())));
   Recovery()->SetPlan(&plan_, StepReachOf(plan_, spec_.strategy));
   for (CreateVariablesRequest& r : plan_.per_ps) {
     r.set_job(job_id_);
@@ -42,6 +42,7 @@ absl::Status JobRunner::PrepareVariables() {
     ASSIGN_OR_RETURN(std::unique_ptr<JobLog> log, JobLog::Open(log_path));
     board_.AttachLog(std::move(log));
   }
+  RETURN_IF_ERROR(ResumeRescaledLayout(history));
   // Events recorded so far (queued, started) go into the log now.
   Event("setup", absl::StrCat("variables planned over ", ps_.size(), " PS",
                               checkpoint_dir_.empty() ? std::string(", no checkpoints")
@@ -80,7 +81,8 @@ absl::Status JobRunner::PrepareVariables() {
     });
     if (options_.metrics != nullptr) options_.metrics->StepsLost(lost);
     if (lost > 0) {
-      Event("resumed", absl::StrCat(lost, " steps done before the coordinator restarted were past "
+      Event("resumed", absl::StrCat(lost,
+                                    " steps done before the coordinator restarted were past "
                                     "the checkpoint and are trained again (counted as lost)"));
     }
   }
@@ -131,8 +133,10 @@ absl::Status JobRunner::RestorePosition() {
   const std::string input = train_stream_.has_value() ? train_stream_->fingerprint() : "";
   if (m.input_fingerprint() != input) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint ", m.checkpoint_id(), " in ", checkpoint_dir_, " was taken over the train "
-        "input [", m.input_fingerprint().empty() ? "in memory" : m.input_fingerprint(),
+        "checkpoint ", m.checkpoint_id(), " in ", checkpoint_dir_,
+        " was taken over the train "
+        "input [",
+        m.input_fingerprint().empty() ? "in memory" : m.input_fingerprint(),
         "], but the job's input now is [", input.empty() ? "in memory" : input,
         "]: a resumed job must read the same files (or start over in another checkpoint dir)"));
   }
@@ -143,8 +147,8 @@ absl::Status JobRunner::RestorePosition() {
     absl::MutexLock lock(&mu_);
     first = !variables_ready_;
   }
-  phases_.Rewind(m.epoch(), std::set<int64_t>(m.finished_splits().begin(),
-                                              m.finished_splits().end()));
+  phases_.Rewind(m.epoch(),
+                 std::set<int64_t>(m.finished_splits().begin(), m.finished_splits().end()));
   Update([&](JobStatusProto* s) {
     s->set_steps(m.global_step());
     s->set_examples(history.examples());
@@ -230,7 +234,7 @@ absl::Status JobRunner::Checkpoint() {
       absl::StrCat(checkpoint_dir_, "/ckpt-", committed.checkpoint_id(), "/MANIFEST"));
   board_.Log(rec);
   Event("checkpoint", absl::StrCat("checkpoint ", committed.checkpoint_id(), " committed at step ",
-                                    committed.global_step()));
+                                   committed.global_step()));
   // Closures of the epochs before the checkpoint's never run again.
   Recovery()->PruneKeysBelow(ClosureId(TRAIN, committed.epoch(), 0));
   return absl::OkStatus();
@@ -245,9 +249,9 @@ absl::Status JobRunner::CheckpointWithRetries(bool final) {
     absl::Duration backoff;
     if (CheckpointFailed(s, ps_failure, &backoff)) {
       if (c.on_failure == CheckpointSpec::OnFailure::kFail) {
-        return absl::Status(s.code(), absl::StrCat("checkpoint failed ", c.max_retries + 1,
-                                                   " times (checkpoint.on_failure: fail): ",
-                                                   s.message()));
+        return absl::Status(s.code(),
+                            absl::StrCat("checkpoint failed ", c.max_retries + 1,
+                                         " times (checkpoint.on_failure: fail): ", s.message()));
       }
       break;
     }
@@ -263,7 +267,7 @@ absl::Status JobRunner::CheckpointWithRetries(bool final) {
   }
   if (final) {
     Event("checkpoint", absl::StrCat("no final checkpoint: checkpoints were given up after ",
-                                      Status().checkpoint_failures(), " failures"));
+                                     Status().checkpoint_failures(), " failures"));
   }
   return absl::OkStatus();
 }

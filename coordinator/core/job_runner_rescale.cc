@@ -150,6 +150,47 @@ absl::Status JobRunner::RunPendingRescale() {
   return absl::OkStatus();
 }
 
+absl::Status JobRunner::ResumeRescaledLayout(const std::vector<JobLogRecord>& history) {
+  const JobRescaled* newest = nullptr;
+  int rescales = 0;
+  for (const JobLogRecord& r : history) {
+    if (!r.has_rescaled()) continue;
+    newest = &r.rescaled();
+    ++rescales;
+  }
+  if (newest == nullptr) return absl::OkStatus();
+  Update([&](JobStatusProto* s) { s->set_ps_rescales(rescales); });
+  const int num_ps = newest->num_ps();
+  const int old_num_ps = static_cast<int>(ps_.size());
+  if (num_ps == old_num_ps) return absl::OkStatus();
+  if (num_ps < 1 || num_ps > static_cast<int>(all_ps_.size())) {
+    // Its checkpoints re-shard onto the count it runs on.
+    Event("rescale", absl::StrCat("the job log says the job was rescaled to ", num_ps,
+                                  " PS, but this coordinator has ", all_ps_.size(),
+                                  " PS tasks: the job resumes on ", old_num_ps));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(VariablePlan plan, PlanFor(num_ps));
+  const std::vector<PsClient*> ps(all_ps_.begin(), all_ps_.begin() + num_ps);
+  {
+    absl::WriterMutexLock layout(&layout_mu_);
+    ps_ = ps;
+    plan_ = std::move(plan);
+  }
+  auto recovery = std::make_shared<PsRecovery>(RecoveryOptions(ps));
+  recovery->SetPlan(&plan_, StepReachOf(plan_, spec_.strategy));
+  {
+    absl::MutexLock lock(&recovery_mu_);
+    recovery_ = recovery;
+  }
+  Update([&](JobStatusProto* s) { s->set_num_ps(num_ps); });
+  Event("rescale", absl::StrCat("resumed on ", num_ps,
+                                " PS, the count the job was rescaled to at "
+                                "step ",
+                                newest->step(), ", not on the coordinator's ", old_num_ps));
+  return absl::OkStatus();
+}
+
 void JobRunner::SetupWorkersAgain() {
   std::vector<std::pair<int, WorkerClient*>> workers;
   for (size_t w = 0; w < workers_.size(); ++w) {
@@ -277,6 +318,12 @@ absl::StatusOr<RescaleJobResponse> JobRunner::MoveToPs(int num_ps) {
     s->set_ps_rescales(s->ps_rescales() + 1);
     s->set_last_rescale_pause_ms(pause_ms);
   });
+  // A restarted coordinator resumes the job on this count (PrepareVariables).
+  JobLogRecord rescaled;
+  rescaled.mutable_rescaled()->set_num_ps(num_ps);
+  rescaled.mutable_rescaled()->set_step(response.step());
+  rescaled.mutable_rescaled()->set_checkpoint_id(cut.checkpoint_id());
+  board_.Log(rescaled);
   if (rescales_metric_ != nullptr) rescales_metric_->Increment();
   if (rescale_pause_metric_ != nullptr) rescale_pause_metric_->Set(pause_ms / 1000);
   Event("ps_rescaled",

@@ -219,5 +219,55 @@ TEST(JobRunnerRescaleTest, RefusesAJobWithoutCheckpoints) {
   EXPECT_NE(refused.message().find("no checkpoint directory"), std::string::npos) << refused;
 }
 
+TEST(JobRunnerRescaleTest, ARestartedCoordinatorResumesOnTheRescaledCount) {
+  const std::string dir = FreshDir("rescale_restart");
+  const JobSpec spec = ForWorkers(TwoLayers(WithCheckpoints(dir, 1000, 6)), 2);
+  {
+    // The first coordinator: 2 PS, rescaled to 3, then shut down mid-job.
+    ThreePs c;
+    JobRunnerOptions o = FastRetries();
+    o.job_ps = 2;
+    JobRunner runner("job-1", spec, c.all, {&c.w0, &c.w1}, o);
+    constexpr int kRescale = 6, kStop = 10;
+    std::atomic<int> closures{0};
+    auto hook = [&](int) {
+      const int n = ++closures;
+      if (n == kRescale) {
+        WaitUntil([&] { return CountEvents(runner, "rescale", "asked for") >= 1; },
+                  absl::Seconds(20));
+      }
+      // Holds the job (bounded) until the test has shut it down.
+      if (n >= kStop) WaitUntil([&] { return runner.interrupted(); }, absl::Seconds(20));
+    };
+    c.w0.on_closure_ = hook;
+    c.w1.on_closure_ = hook;
+    std::thread run([&] { runner.Run().IgnoreError(); });
+    ASSERT_TRUE(WaitUntil([&] { return closures.load() >= kRescale; }, absl::Seconds(20)));
+    absl::StatusOr<RescaleJobResponse> up = runner.Rescale(3, absl::Seconds(20));
+    ASSERT_TRUE(up.ok()) << up.status();
+    ASSERT_TRUE(WaitUntil([&] { return closures.load() >= kStop; }, absl::Seconds(20)));
+    runner.Interrupt();
+    run.join();
+  }
+  // The restarted coordinator (restarted PS too: fresh stores), still told
+  // --job_ps=2, resumes on the 3 PS the job was rescaled to, from the
+  // rescale's checkpoint or a later one.
+  ThreePs c;
+  JobRunnerOptions o = FastRetries();
+  o.job_ps = 2;
+  o.resume = true;
+  JobRunner runner("job-1", spec, c.all, {&c.w0, &c.w1}, o);
+  ASSERT_TRUE(runner.Run().ok()) << runner.Status().error();
+  const JobStatusProto s = runner.Status();
+  EXPECT_EQ(s.state(), SUCCEEDED);
+  EXPECT_EQ(s.num_ps(), 3);
+  EXPECT_EQ(s.ps_rescales(), 1);
+  EXPECT_GE(s.resumed_from_checkpoint(), 0);
+  EXPECT_EQ(s.steps(), s.total_steps());
+  ASSERT_EQ(s.ps_applied_steps_size(), 3);
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(s.ps_applied_steps(p), s.steps()) << "PS " << p;
+  EXPECT_EQ(CountEvents(runner, "rescale", "resumed on 3 PS"), 1);
+}
+
 }  // namespace
 }  // namespace pscluster
