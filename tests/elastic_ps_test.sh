@@ -13,7 +13,11 @@
 #     unknown job), and so is a stranger's RescaleJob (no token, a wrong
 #     token: UNAUTHENTICATED), which changes nothing.
 #
-# usage: elastic_ps_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR
+# With STRATEGY central_storage (synchronous: each step applied once every
+# replica pushed its share), the moves happen between two splits, where its
+# checkpoints are taken; the same is asserted.
+#
+# usage: elastic_ps_test.sh PSCTL PS_SERVER WORKER_SERVER COORDINATOR [STRATEGY]
 # Every process started is killed by pid on exit; every loop is bounded.
 set -euo pipefail
 
@@ -24,12 +28,13 @@ BIN_FLAGS=(--ps_server_bin="$(abs "$2")" --worker_server_bin="$(abs "$3")"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 DATA=/usr/share/datasets/fashion-mnist
 require_fashion_mnist "$DATA"
+STRATEGY="${5:-}"
 RESCALE_UP_AT=0.2
 RESCALE_DOWN_AT=0.55
 
 # An MLP: four variables, so that each of 3 PS holds some. Checkpoints only
 # at the rescales and the end.
-write_job "$TMP/job.yaml" name=elastic_ps seed=5 eval_limit=5000 epochs=3 \
+write_job "$TMP/job.yaml" name=elastic_ps seed=5 eval_limit=5000 epochs=3 strategy="$STRATEGY" \
   checkpoint="{dir: $TMP/ckpt, every_steps: 1000000, keep: 3}" \
   fault_tolerance="{max_attempts: 3, health_check_interval_s: 0.5}"
 

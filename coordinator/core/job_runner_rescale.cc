@@ -54,11 +54,12 @@ absl::StatusOr<RescaleJobResponse> JobRunner::Rescale(int num_ps, absl::Duration
     return absl::InvalidArgumentError(
         absl::StrCat("rescale of job '", job_id_, "': num_ps must be at least 1, got ", num_ps));
   }
-  if (Mirrored() || Synchronous()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rescale of job '", job_id_, "': strategy ", StrategyName(spec_.strategy),
-        " cannot be rescaled (its PS apply each step once every replica pushed it); only "
-        "parameter_server jobs can"));
+  if (Mirrored()) {
+    // Its variables live on the workers (each replica a copy), not on PS.
+    return absl::FailedPreconditionError(
+        absl::StrCat("rescale of job '", job_id_, "': strategy ", StrategyName(spec_.strategy),
+                     " keeps its variables on the workers, not on PS tasks: it cannot be rescaled; "
+                     "parameter_server and central_storage jobs can"));
   }
   if (num_ps > available) {
     return absl::InvalidArgumentError(absl::StrCat("rescale of job '", job_id_, "': num_ps ",

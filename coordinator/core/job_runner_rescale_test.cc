@@ -190,15 +190,54 @@ TEST(JobRunnerRescaleTest, RefusesBadInput) {
   EXPECT_NE(r.status().message().find("SUCCEEDED, not RUNNING"), std::string::npos) << r.status();
 }
 
-TEST(JobRunnerRescaleTest, RefusesSynchronousStrategies) {
+TEST(JobRunnerRescaleTest, RefusesMirroredJobs) {
   ThreePs c;
-  JobSpec spec = TwoLayers(WithCheckpoints(FreshDir("rescale_sync"), 1000, 1));
-  spec.strategy = Strategy::kCentralStorage;
+  JobSpec spec = TwoLayers(WithCheckpoints(FreshDir("rescale_mirrored"), 1000, 1));
+  spec.strategy = Strategy::kMultiWorkerMirrored;
   JobRunner runner("job-1", ForWorkers(spec, 2), c.all, {&c.w0, &c.w1}, FastRetries());
   absl::StatusOr<RescaleJobResponse> r = runner.Rescale(2, absl::Seconds(1));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(r.status().message().find("central_storage cannot be rescaled"), std::string::npos)
+  EXPECT_NE(r.status().message().find("multi_worker_mirrored keeps its variables on the workers"),
+            std::string::npos)
       << r.status();
+}
+
+// A synchronous job moves between two splits (nothing in flight), where its
+// checkpoints are taken.
+TEST(JobRunnerRescaleTest, CentralStorageMovesBetweenSplits) {
+  ThreePs c;
+  JobRunnerOptions o = FastRetries();
+  o.job_ps = 2;
+  JobSpec spec = TwoLayers(WithCheckpoints(FreshDir("rescale_central"), 1000, 6));
+  spec.strategy = Strategy::kCentralStorage;
+  JobRunner runner("job-1", ForWorkers(spec, 2), c.all, {&c.w0, &c.w1}, o);
+  constexpr int kAt = 6;
+  std::atomic<int> closures{0};
+  auto hook = [&](int) {
+    if (++closures == kAt) {
+      WaitUntil([&] { return CountEvents(runner, "rescale", "asked for") >= 1; },
+                absl::Seconds(20));
+    }
+  };
+  c.w0.on_closure_ = hook;
+  c.w1.on_closure_ = hook;
+  absl::Status result;
+  std::thread run([&] { result = runner.Run(); });
+  ASSERT_TRUE(WaitUntil([&] { return closures.load() >= kAt; }, absl::Seconds(20)));
+  absl::StatusOr<RescaleJobResponse> up = runner.Rescale(3, absl::Seconds(20));
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(up->old_num_ps(), 2);
+  EXPECT_EQ(up->num_ps(), 3);
+  EXPECT_TRUE(HoldsJob(&c.ps2));
+  run.join();
+  ASSERT_TRUE(result.ok()) << result;
+  const JobStatusProto s = runner.Status();
+  EXPECT_EQ(s.state(), SUCCEEDED);
+  EXPECT_EQ(s.num_ps(), 3);
+  EXPECT_EQ(s.lost_steps(), 0);
+  // (The fake workers count steps of 10 examples, not of the global batch:
+  // tests/elastic_ps_test.sh checks a real central_storage job's steps.)
+  EXPECT_EQ(CountEvents(runner, "ps_rescaled", "from 2 to 3 PS"), 1);
 }
 
 TEST(JobRunnerRescaleTest, RefusesAJobWithoutCheckpoints) {
