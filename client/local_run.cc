@@ -49,6 +49,7 @@ std::chrono::milliseconds ToChrono(absl::Duration d) {
 absl::Status CancelJob(Coordinator::Stub* stub, const std::string& job_id) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, ToChrono(kRpcTimeout));
+  ctx.set_wait_for_ready(true);  // see SubmitJob below
   CancelJobRequest request;
   request.set_job_id(job_id);
   CancelJobResponse response;
@@ -255,6 +256,11 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, ToChrono(kRpcTimeout));
+    // The coordinator is ours and up (its port file is written): a
+    // connection that failed (a TLS handshake starved of CPU on a loaded
+    // machine) is made again within the deadline instead of failing the run.
+    // Nothing is sent before the channel is ready, so nothing is sent twice.
+    ctx.set_wait_for_ready(true);
     s = FromGrpcStatus(stub->SubmitJob(&ctx, submit, &submitted));
   }
   if (!s.ok()) {
@@ -344,6 +350,7 @@ int RunParameterServerJob(const JobSpec& spec, const LocalRunOptions& options) {
   if (options.describe) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, ToChrono(kRpcTimeout));
+    ctx.set_wait_for_ready(true);
     DescribeJobRequest request;
     request.set_job_id(job_id);
     DescribeJobResponse describe;
