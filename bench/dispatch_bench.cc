@@ -1,7 +1,9 @@
 // dispatch_bench: how fast the coordinator schedules closures. NOOP closures
 // (the worker checks the job and answers; no data, no PS) go through the
-// coordinator's real dispatch machinery — ClosureQueue and RunDispatchLoop,
-// the loop JobRunner runs per dispatch thread — over GrpcWorkerClient to N
+// coordinator's real dispatch machinery — ClosureQueue and the Dispatcher a
+// phase runs (its takers driven from a DispatchExecutor's few threads;
+// --dispatch=threads: a RunDispatchLoop thread per taker, as the Python
+// API's ClusterCoordinator runs it) — over GrpcWorkerClient to N
 // real worker cores (WorkerState + WorkerService behind StartServer on
 // 127.0.0.1:0, as worker/main.cc wires them), all in this process.
 //
@@ -41,6 +43,8 @@
 #include "common/model_variables.h"
 #include "coordinator/core/closure_dispatch.h"
 #include "coordinator/core/closure_queue.h"
+#include "coordinator/core/dispatch_executor.h"
+#include "coordinator/core/dispatcher.h"
 #include "coordinator/service/grpc_worker_client.h"
 #include "ps/core/in_process_ps_client.h"
 #include "ps/core/variable_store.h"
@@ -51,7 +55,10 @@
 ABSL_FLAG(std::vector<std::string>, workers, std::vector<std::string>({"1", "2", "4"}),
           "Worker counts to measure, comma-separated.");
 ABSL_FLAG(int, in_flight, 4,
-          "Dispatch threads per worker (train.closures_per_worker): RPCs in flight per worker.");
+          "Takers per worker (train.closures_per_worker): RPCs in flight per worker.");
+ABSL_FLAG(std::string, dispatch, "async",
+          "async (the phases' Dispatcher over a DispatchExecutor) or threads (a blocking "
+          "RunDispatchLoop thread per taker).");
 ABSL_FLAG(std::vector<std::string>, closures_per_rpc, std::vector<std::string>({"1", "8", "32"}),
           "Batch sizes (train.closures_per_rpc) to measure, comma-separated.");
 ABSL_FLAG(int64_t, closures, 20000,
@@ -139,8 +146,15 @@ absl::StatusOr<Point> RunDispatch(const std::vector<Worker*>& workers, int in_fl
     latency[c.id] = (absl::GetCurrentTimeNanos() - sent_ns[c.id]) / 1e6;
   };
   std::vector<std::thread> pool;
+  const bool async = absl::GetFlag(FLAGS_dispatch) != "threads";
+  DispatchExecutor executor(DispatchExecutor::Options{async ? 0 : 1});
+  Dispatcher dispatcher(&queue, &executor);
   const absl::Time start = absl::Now();
   for (auto& client : clients) {
+    if (async) {
+      dispatcher.Start(client.get(), d, in_flight);
+      continue;
+    }
     for (int k = 0; k < in_flight; ++k) {
       pool.emplace_back([&queue, &d, c = client.get()] { RunDispatchLoop(c, &queue, d); });
     }
@@ -148,6 +162,7 @@ absl::StatusOr<Point> RunDispatch(const std::vector<Worker*>& workers, int in_fl
   const absl::Status s = queue.Wait();
   const absl::Duration elapsed = absl::Now() - start;
   for (auto& t : pool) t.join();
+  dispatcher.Join();
   if (!s.ok()) return s;
   return Summarise(n, elapsed, std::move(latency));
 }
@@ -184,6 +199,11 @@ int Main(int argc, char** argv) {
   auto batch_sizes = Ints(absl::GetFlag(FLAGS_closures_per_rpc), "closures_per_rpc");
   const int in_flight = absl::GetFlag(FLAGS_in_flight);
   const int64_t n = absl::GetFlag(FLAGS_closures);
+  if (absl::GetFlag(FLAGS_dispatch) != "async" && absl::GetFlag(FLAGS_dispatch) != "threads") {
+    std::cerr << "--dispatch must be async or threads, got '" << absl::GetFlag(FLAGS_dispatch)
+              << "'\n";
+    return kExitBadFlags;
+  }
   const int repeats = absl::GetFlag(FLAGS_repeats);
   std::vector<double> tf_rates;
   for (const std::string& s : absl::GetFlag(FLAGS_tf_closures_per_sec)) {

@@ -47,8 +47,8 @@ struct InProcessWorker {
 };
 
 // Records when each closure went out, for the latency of its result: the
-// closure's id indexes `sent_ns`, written and read by the one dispatch
-// thread running it. Everything else goes to `inner` unchanged.
+// closure's id indexes `sent_ns`, written as the call starts and read as it
+// finishes, by the one taker running it. Everything else goes to `inner` unchanged.
 class StampingClient final : public WorkerClient {
  public:
   StampingClient(WorkerClient* inner, std::vector<int64_t>* sent_ns)
@@ -67,6 +67,16 @@ class StampingClient final : public WorkerClient {
     const int64_t now = absl::GetCurrentTimeNanos();
     for (const RunClosureRequest& c : r.closures()) (*sent_)[c.closure_id()] = now;
     return inner_->RunClosures(r, timeout, out);
+  }
+  void RunClosureAsync(RunClosureRequest r, absl::Duration timeout, RunClosureDone done) override {
+    (*sent_)[r.closure_id()] = absl::GetCurrentTimeNanos();
+    inner_->RunClosureAsync(std::move(r), timeout, std::move(done));
+  }
+  void RunClosuresAsync(RunClosuresRequest r, absl::Duration timeout,
+                        RunClosuresDone done) override {
+    const int64_t now = absl::GetCurrentTimeNanos();
+    for (const RunClosureRequest& c : r.closures()) (*sent_)[c.closure_id()] = now;
+    inner_->RunClosuresAsync(std::move(r), timeout, std::move(done));
   }
   void CancelCalls() override { inner_->CancelCalls(); }
   absl::Status Ping(const PingRequest& r, PingResponse* out) override {

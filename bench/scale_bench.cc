@@ -1,8 +1,10 @@
 // scale_bench: how pscluster's costs grow with the number of workers and PS
 // tasks (issue 25; bench/README.md "Scale"). Modes (--mode):
 //   dispatch        the coordinator side in this process — ClosureQueue and
-//                   RunDispatchLoop over real GrpcWorkerClients (NOOP
-//                   closures, train.closures_per_worker loops per worker), the
+//                   the Dispatcher over real GrpcWorkerClients (NOOP
+//                   closures, train.closures_per_worker takers per worker,
+//                   driven from one DispatchExecutor; --dispatch=threads: a
+//                   RunDispatchLoop thread per taker instead), the
 //                   job's HealthWatch and the readiness ClusterProbe over
 //                   one ClusterLiveness (as coordinator/main.cc wires them)
 //                   over a real GrpcHealthChecker (its RPCs counted) at
@@ -65,6 +67,8 @@
 #include "coordinator/core/closure_queue.h"
 #include "coordinator/core/cluster_liveness.h"
 #include "coordinator/core/cluster_probe.h"
+#include "coordinator/core/dispatch_executor.h"
+#include "coordinator/core/dispatcher.h"
 #include "coordinator/core/health_watch.h"
 #include "coordinator/service/grpc_health_checker.h"
 #include "coordinator/service/grpc_worker_client.h"
@@ -82,6 +86,9 @@ ABSL_FLAG(std::vector<std::string>, workers,
           "dispatch: worker counts; workers: how many servers to start.");
 ABSL_FLAG(int, in_flight, 2, "dispatch: loops per worker (train.closures_per_worker, default 2).");
 ABSL_FLAG(int64_t, closures, 20000, "dispatch: NOOP closures per point (at least 8 per worker).");
+ABSL_FLAG(std::string, dispatch, "async",
+          "dispatch: async (the phases' Dispatcher: takers driven from a few executor threads) or "
+          "threads (a blocking RunDispatchLoop thread per taker, as the Python API's).");
 ABSL_FLAG(int, repeats, 1, "dispatch: interleaved repeats per point; cells are medians.");
 ABSL_FLAG(double, health_interval_s, 0.5,
           "dispatch: HealthWatch interval (fault_tolerance.health_check_interval_s default).");
@@ -255,10 +262,13 @@ struct DispatchPoint {
   double seconds = 0;
 };
 
+// `executor`: the asynchronous Dispatcher's threads; null: a thread per
+// taker running RunDispatchLoop (--dispatch=threads).
 absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& addresses,
                                                const std::vector<GrpcWorkerClient*>& all, int n,
                                                int in_flight, int64_t closures, absl::Duration idle,
-                                               const WorkersChild& child) {
+                                               const WorkersChild& child,
+                                               DispatchExecutor* executor) {
   std::vector<std::string> used(addresses.begin(), addresses.begin() + n);
   GrpcHealthChecker checker({}, used);
   CountingHealthChecker rpc_checker(&checker);
@@ -306,6 +316,8 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
   auto probe = health ? std::make_unique<ClusterProbe>(&probe_checker, po) : nullptr;
   if (health) watch.Start();
   std::vector<std::thread> pool;
+  std::unique_ptr<Dispatcher> dispatcher;
+  if (executor != nullptr) dispatcher = std::make_unique<Dispatcher>(&queue, executor);
   std::vector<DispatchOptions> options(n);
   for (int w = 0; w < n; ++w) {
     DispatchOptions& d = options[w];
@@ -320,6 +332,10 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
     d.on_success = [&](const Closure& c, const RunClosureResponse&) {
       latency[c.id] = (absl::GetCurrentTimeNanos() - sent_ns[c.id]) / 1e6;
     };
+    if (dispatcher != nullptr) {
+      dispatcher->Start(clients[w].get(), d, in_flight);
+      continue;
+    }
     for (int k = 0; k < in_flight; ++k) {
       pool.emplace_back(
           [&queue, &options, w, c = clients[w].get()] { RunDispatchLoop(c, &queue, options[w]); });
@@ -330,6 +346,7 @@ absl::StatusOr<DispatchPoint> RunDispatchPoint(const std::vector<std::string>& a
   const double cpu = bench::ProcessCpuSeconds(getpid()) - cpu0;
   const double child_cpu = child.CpuSeconds() - child0;
   for (auto& t : pool) t.join();
+  if (dispatcher != nullptr) dispatcher->Join();
   const int64_t calls0 = rpc_checker.calls();
   const double idle_cpu0 = bench::ProcessCpuSeconds(getpid());
   const absl::Time idle_start = absl::Now();
@@ -388,6 +405,11 @@ int RunDispatchMode(std::vector<int> counts) {
                  "positive, --idle_s >= 0\n";
     return kExitBadFlags;
   }
+  if (absl::GetFlag(FLAGS_dispatch) != "async" && absl::GetFlag(FLAGS_dispatch) != "threads") {
+    std::cerr << "scale_bench: --dispatch must be async or threads, got '"
+              << absl::GetFlag(FLAGS_dispatch) << "'\n";
+    return kExitBadFlags;
+  }
   const int max_workers = *std::max_element(counts.begin(), counts.end());
   const absl::Time t0 = absl::Now();
   auto child = WorkersChild::Start(max_workers);
@@ -414,6 +436,9 @@ int RunDispatchMode(std::vector<int> counts) {
       return 1;
     }
   }
+  // One executor for every point, as a coordinator's job has one.
+  std::unique_ptr<DispatchExecutor> executor;
+  if (absl::GetFlag(FLAGS_dispatch) == "async") executor = std::make_unique<DispatchExecutor>();
   std::vector<std::vector<DispatchPoint>> runs(counts.size());
   for (int r = -1; r < repeats; ++r) {  // r = -1: untimed warm-up (channels, threads)
     for (size_t i = 0; i < counts.size(); ++i) {
@@ -421,7 +446,7 @@ int RunDispatchMode(std::vector<int> counts) {
       const int64_t closures =
           r < 0 ? int64_t{8} * n : std::max<int64_t>(closures_flag, int64_t{8} * n);
       auto p = RunDispatchPoint(addresses, client_ptrs, n, in_flight, closures,
-                                r < 0 ? absl::ZeroDuration() : idle, **child);
+                                r < 0 ? absl::ZeroDuration() : idle, **child, executor.get());
       if (!p.ok()) {
         std::cerr << "dispatch with " << n << " worker(s): " << p.status() << "\n";
         return 1;

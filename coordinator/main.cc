@@ -315,6 +315,13 @@ int main(int argc, char** argv) {
   runner_options.cluster_wait = absl::Seconds(absl::GetFlag(FLAGS_cluster_wait_s));
   runner_options.worker_addresses = worker_addresses;
   runner_options.worker_ps = copies;
+  // A joiner's copy of a multi_worker_mirrored job (the ring re-forms over it).
+  runner_options.connect_copy = [](const std::string& address) {
+    pscluster::RemotePsClient::Options o;
+    o.target = address;
+    o.wait_for_ready = true;
+    return std::unique_ptr<pscluster::PsClient>(std::make_unique<pscluster::RemotePsClient>(o));
+  };
   runner_options.ps_memory_limit_bytes = absl::GetFlag(FLAGS_ps_memory_limit_bytes);
   runner_options.registry = registry;
   runner_options.data_roots = absl::GetFlag(FLAGS_data_root);

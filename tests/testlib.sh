@@ -68,7 +68,11 @@ gone() {
 #                                   FRACTION of its steps; returns 1 if it
 #                                   ended first or SECONDS passed
 local_coordinator() {
-  sed -n 's/.*coordinator \(127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$1" 2>/dev/null | head -n 1
+  # The stderr file may not exist yet (the background psctl opens it): no
+  # address then, not a failure (under set -e, a failed assignment ends the
+  # test silently).
+  [[ -f "$1" ]] || return 0
+  sed -n 's/.*coordinator \(127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$1" 2>/dev/null | head -n 1 || true
 }
 
 job_progress() {

@@ -1,8 +1,9 @@
-// The dispatch loop: what one of a JobRunner phase's dispatch threads does.
-// It takes closures from a ClosureQueue, runs them on one worker and records
-// each result, retrying failed closures with backoff. JobRunner runs
-// `closures_per_worker` of these per worker; bench/dispatch_bench drives the
-// same function to measure scheduling itself.
+// The dispatch loop: take closures from a ClosureQueue, run them on one
+// worker and record each result, retrying failed closures with backoff.
+// RunDispatchLoop does it blocking a thread; the Dispatcher (dispatcher.h)
+// does the same steps (BeginCall, MakeClosureRequest, FinishCall, below) as
+// state machines driven from a few threads, `closures_per_worker` of them
+// per worker of a phase; bench/dispatch_bench drives both.
 //
 // With closures_per_rpc > 1 the loop takes up to that many closures at once
 // and sends them in one RunClosures call; each closure's result is still
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -56,13 +58,14 @@ struct DispatchOptions {
   // Re-sent to a worker that answers FAILED_PRECONDITION (it lost the job,
   // e.g. it restarted). Not owned; null: not re-sent.
   const SetupJobRequest* setup = nullptr;
-  // Called on the dispatch thread for each closure that succeeded, before
-  // the queue hears Done(). Must not block on the queue.
+  // Called on the dispatching thread (RunDispatchLoop's, or one of the
+  // Dispatcher's executor threads: keep it short) for each closure that
+  // succeeded, before the queue hears Done(). Must not block on the queue.
   std::function<void(const Closure&, const RunClosureResponse&)> on_success;
-  // Called on the dispatch thread with the closure that failed for good and
+  // Called on the dispatching thread with the closure that failed for good and
   // the error the queue is failed with, before queue->Fail(). Null: none.
   std::function<void(const Closure&, const absl::Status&)> on_failure;
-  // Called on the dispatch thread with a sentence on each closure failure
+  // Called on the dispatching thread with a sentence on each closure failure
   // that will be retried. Null: the sentence is logged here instead.
   std::function<void(const std::string&)> on_retry;
   // True while the job knows its PS tasks to be down: failures then do not
@@ -89,8 +92,8 @@ struct DispatchOptions {
   // health check (health_watch.h). Null: not counted.
   std::atomic<int64_t>* worker_answers = nullptr;
   // The deadline of each call (ClosureDeadline::For), fed with the time of
-  // each call that succeeded. Not owned; shared by the phase's dispatch
-  // threads. Null: no deadline of its own (the WorkerClient's longest).
+  // each call that succeeded. Not owned; shared by the phase's
+  // takers. Null: no deadline of its own (the WorkerClient's longest).
   ClosureDeadline* deadline = nullptr;
   // Elastic workers (worker_roster.h): each call to this worker is
   // bracketed by roster->BeginCall/EndCall(roster_index); the loop ends once
@@ -104,8 +107,54 @@ struct DispatchOptions {
 // Runs closures from `queue` on `worker` until the queue is drained or
 // stopped, or a closure fails for good (then queue->Fail() gets its error and
 // this returns). Every closure taken is finished with Done(), PutBack() or
-// Fail(). Not owned: `worker`, `queue`.
+// Fail(). Blocks its thread for each call: the Python API's
+// ClusterCoordinator runs it on threads of its own; a phase uses the
+// asynchronous Dispatcher (dispatcher.h), the same steps from a few threads
+// for any number of workers. Not owned: `worker`, `queue`.
 void RunDispatchLoop(WorkerClient* worker, ClosureQueue* queue, const DispatchOptions& options);
+
+// The steps of one call, shared by RunDispatchLoop and the Dispatcher.
+
+// While set, the worker gets no work (it stopped answering, health_watch.h).
+bool WorkerHeld(const DispatchOptions& options);
+// *counter, or 0 for null.
+int64_t LoadCount(const std::atomic<int64_t>* counter);
+// The request of closure `c` (its lease and signature with a job key).
+RunClosureRequest MakeClosureRequest(const DispatchOptions& options, const Closure& c);
+// The deadline of a call of `closures` closures (options.deadline's, or none).
+absl::Duration CallTimeout(const DispatchOptions& options, int closures);
+// One status and response per closure of a RunClosures call that returned
+// `rpc` (its error is every closure's; a wrong count of results is INTERNAL).
+void SplitResults(absl::Status rpc, RunClosuresResponse* response, size_t n,
+                  std::vector<absl::Status>* status, std::vector<RunClosureResponse>* responses);
+
+enum class CallStart {
+  kGo,    // call the worker (roster->BeginCall was counted)
+  kHeld,  // the worker is held: the closures went back, untried; wait
+  kLeft,  // the worker is leaving: the closures went back, untried; end
+};
+// Before calling the worker with `batch` (taken from `queue`).
+CallStart BeginCall(ClosureQueue* queue, const DispatchOptions& options,
+                    std::vector<Closure>* batch);
+
+// What a finished call leaves the taker to do.
+struct CallOutcome {
+  bool failed = false;       // a closure failed for good: the queue is stopped; end
+  bool worker_left = false;  // the worker left the cluster: end
+  bool retried = false;      // some closure went back: back off before taking more
+  bool lost_job = false;     // the worker lost the job: send options.setup again
+  int backoff_attempts = 1;  // ExponentialBackoff's attempts for the back-off
+};
+// After a call that BeginCall let go, with one status and response per
+// closure of `batch` and `elapsed` the call's time: feeds the deadline, ends
+// the roster's call, counts the answer, and finishes each closure (Done()
+// after on_success, PutBack() for a retry or hand-back, Fail() for the first
+// that failed for good); sets *worker_down for a worker that answered
+// UNAVAILABLE. `losses_before`: *worker_losses before the call.
+CallOutcome FinishCall(WorkerClient* worker, ClosureQueue* queue, const DispatchOptions& options,
+                       std::vector<Closure>* batch, const std::vector<absl::Status>& status,
+                       std::vector<RunClosureResponse>* responses, int64_t losses_before,
+                       absl::Duration elapsed);
 
 // Errors after which the same closure may succeed on a (possibly other) worker.
 bool RetryableClosureError(const absl::Status& s);

@@ -4,13 +4,51 @@
 
 namespace pscluster {
 
+void ClosureQueue::Call(Wakers* wakers) {
+  for (std::function<void()>& wake : *wakers) wake();
+}
+
+void ClosureQueue::WakeOne(int worker, bool pinned, Wakers* out) {
+  if (watchers_.empty()) return;
+  auto it = watchers_.begin();
+  if (worker >= 0) {
+    it = std::find_if(watchers_.begin(), watchers_.end(),
+                      [worker](const Watcher& w) { return w.worker == worker; });
+    // Nobody else may take a pinned closure; its worker's next take finds it.
+    if (it == watchers_.end() && pinned) return;
+    if (it == watchers_.end()) it = watchers_.begin();
+  }
+  out->push_back(std::move(it->wake));
+  watchers_.erase(it);
+}
+
+void ClosureQueue::WakeAll(Wakers* out) {
+  for (Watcher& w : watchers_) out->push_back(std::move(w.wake));
+  watchers_.clear();
+}
+
+void ClosureQueue::WakeAfterFinish(Wakers* out) {
+  if (stopped_ || (Drained() && !open_)) {
+    WakeAll(out);
+    return;
+  }
+  if (delay_.has_value() && delay_->max_staleness() != BoundedDelay::kUnbounded) {
+    for (size_t i = 0; i < queue_.size() && !watchers_.empty(); ++i) WakeOne(-1, false, out);
+  }
+}
+
 void ClosureQueue::Put(Closure closure) {
-  absl::MutexLock lock(&mu_);
-  closure.queued_at = now_();
-  if (stopped_) return;
-  if (delay_.has_value()) closure.sequence = delay_->Add();
-  if (closure.preferred_worker >= 0) ++preferring_;
-  queue_.push_back(std::move(closure));
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    closure.queued_at = now_();
+    if (stopped_) return;
+    if (delay_.has_value()) closure.sequence = delay_->Add();
+    if (closure.preferred_worker >= 0) ++preferring_;
+    WakeOne(closure.preferred_worker, closure.pinned, &wakers);
+    queue_.push_back(std::move(closure));
+  }
+  Call(&wakers);
 }
 
 void ClosureQueue::BoundStaleness(int64_t max_staleness) {
@@ -24,8 +62,13 @@ int64_t ClosureQueue::max_staleness_observed() const {
 }
 
 void ClosureQueue::SetOpen(bool open) {
-  absl::MutexLock lock(&mu_);
-  open_ = open;
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    open_ = open;
+    if (!open) WakeAll(&wakers);  // drained now, they end; else they look again
+  }
+  Call(&wakers);
 }
 
 bool ClosureQueue::WaitUntilEmpty(absl::Duration timeout) {
@@ -55,9 +98,8 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
     if (queue_.empty()) return in_flight_ == 0 && !open_;
     const absl::Time now = now_();
     return std::any_of(queue_.begin(), queue_.end(),
-                       [&](const Closure& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                         return Eligible(c, worker, now);
-                       });
+                       [&](const Closure& c)
+                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return Eligible(c, worker, now); });
   };
   // A closure queued for another worker is waited for with a timed wait.
   auto waiting_on_time = [this, worker]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -87,57 +129,132 @@ std::vector<Closure> ClosureQueue::GetUpTo(int max, int worker) {
   --waiting_takers_;
   std::vector<Closure> taken;
   if (stopped_ || queue_.empty()) return taken;
+  TakeLocked(max, worker, &taken);
+  return taken;
+}
+
+void ClosureQueue::TakeLocked(int max, int worker, std::vector<Closure>* out) {
   const absl::Time now = now_();
   const size_t want = static_cast<size_t>(std::max(max, 1));
-  for (auto it = queue_.begin(); it != queue_.end() && taken.size() < want;) {
+  const size_t before = out->size();
+  for (auto it = queue_.begin(); it != queue_.end() && out->size() - before < want;) {
     if (Eligible(*it, worker, now)) {
       if (delay_.has_value()) it->staleness = delay_->Start(it->sequence);
       if (it->preferred_worker >= 0) --preferring_;
-      taken.push_back(std::move(*it));
+      out->push_back(std::move(*it));
       it = queue_.erase(it);
     } else {
       ++it;
     }
   }
-  in_flight_ += static_cast<int64_t>(taken.size());
-  return taken;
+  in_flight_ += static_cast<int64_t>(out->size() - before);
+}
+
+ClosureQueue::Take ClosureQueue::TakeOrWatch(int max, int worker, int64_t watcher,
+                                             std::function<void()> wake, std::vector<Closure>* out,
+                                             absl::Duration* recheck) {
+  *recheck = absl::InfiniteDuration();
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return Take::kEnded;
+  if (!paused_) {
+    if (queue_.empty() && in_flight_ == 0 && !open_) return Take::kEnded;
+    const size_t before = out->size();
+    if (!queue_.empty()) TakeLocked(max, worker, out);
+    if (out->size() > before) return Take::kTaken;
+    if (worker >= 0 && preferring_ > 0) {
+      // A closure waiting for another worker becomes takeable with time.
+      const absl::Time now = now_();
+      for (const Closure& c : queue_) {
+        if (c.pinned || c.preferred_worker < 0 || c.preferred_worker == worker) continue;
+        if (delay_.has_value() && !delay_->MayStart(c.sequence)) continue;
+        *recheck = std::min(*recheck, c.queued_at + locality_wait_ - now);
+      }
+      *recheck = std::max(*recheck, absl::Milliseconds(1));
+    }
+  }
+  watchers_.push_back(Watcher{watcher, worker, std::move(wake)});
+  return Take::kWatching;
+}
+
+void ClosureQueue::Unwatch(int64_t watcher) {
+  std::function<void()> dropped;  // destroyed with no lock held
+  absl::MutexLock lock(&mu_);
+  auto it = std::find_if(watchers_.begin(), watchers_.end(),
+                         [watcher](const Watcher& w) { return w.id == watcher; });
+  if (it == watchers_.end()) return;
+  dropped = std::move(it->wake);
+  watchers_.erase(it);
+}
+
+void ClosureQueue::PassWake() {
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!queue_.empty()) WakeOne(-1, false, &wakers);
+  }
+  Call(&wakers);
 }
 
 void ClosureQueue::Done() {
-  absl::MutexLock lock(&mu_);
-  --in_flight_;
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    WakeAfterFinish(&wakers);
+  }
+  Call(&wakers);
 }
 
 void ClosureQueue::Done(const Closure& closure) {
-  absl::MutexLock lock(&mu_);
-  --in_flight_;
-  if (delay_.has_value()) delay_->Finish(closure.sequence);
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    if (delay_.has_value()) delay_->Finish(closure.sequence);
+    WakeAfterFinish(&wakers);
+  }
+  Call(&wakers);
 }
 
 void ClosureQueue::PutBack(Closure closure) {
-  absl::MutexLock lock(&mu_);
-  --in_flight_;
-  if (!closure.pinned) closure.preferred_worker = -1;  // a retry runs on any free worker
-  if (stopped_) return;
-  if (closure.preferred_worker >= 0) ++preferring_;
-  queue_.push_back(std::move(closure));
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    if (!closure.pinned) closure.preferred_worker = -1;  // a retry runs on any free worker
+    if (stopped_) return;
+    if (closure.preferred_worker >= 0) ++preferring_;
+    WakeOne(closure.preferred_worker, closure.pinned, &wakers);
+    queue_.push_back(std::move(closure));
+  }
+  Call(&wakers);
 }
 
 void ClosureQueue::Fail(absl::Status error) {
-  absl::MutexLock lock(&mu_);
-  --in_flight_;
-  if (error_.ok()) error_ = std::move(error);
-  stopped_ = true;
-  queue_.clear();
-  preferring_ = 0;
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    if (error_.ok()) error_ = std::move(error);
+    stopped_ = true;
+    queue_.clear();
+    preferring_ = 0;
+    WakeAll(&wakers);
+  }
+  Call(&wakers);
 }
 
 void ClosureQueue::Stop(absl::Status reason) {
-  absl::MutexLock lock(&mu_);
-  if (error_.ok()) error_ = std::move(reason);
-  stopped_ = true;
-  queue_.clear();
-  preferring_ = 0;
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    if (error_.ok()) error_ = std::move(reason);
+    stopped_ = true;
+    queue_.clear();
+    preferring_ = 0;
+    WakeAll(&wakers);
+  }
+  Call(&wakers);
 }
 
 absl::Status ClosureQueue::Wait() {
@@ -155,8 +272,13 @@ void ClosureQueue::Pause() {
 }
 
 void ClosureQueue::Resume() {
-  absl::MutexLock lock(&mu_);
-  paused_ = false;
+  Wakers wakers;
+  {
+    absl::MutexLock lock(&mu_);
+    paused_ = false;
+    WakeAll(&wakers);
+  }
+  Call(&wakers);
 }
 
 bool ClosureQueue::WaitUntilIdle(absl::Duration timeout) {
@@ -167,7 +289,7 @@ bool ClosureQueue::WaitUntilIdle(absl::Duration timeout) {
 
 int ClosureQueue::waiting_takers() const {
   absl::MutexLock lock(&mu_);
-  return waiting_takers_;
+  return waiting_takers_ + static_cast<int>(watchers_.size());
 }
 
 bool ClosureQueue::WaitFor(absl::Duration timeout) {

@@ -13,7 +13,7 @@
 // is gone.
 //
 // An open queue (SetOpen) is fed while it runs: running out of closures does
-// not end it, so the dispatch threads wait for more; closing it lets them
+// not end it, so the takers wait (or watch) for more; closing it lets them
 // end.
 //
 // With BoundStaleness(S) the queue also keeps ps-lite's bounded delay
@@ -22,6 +22,13 @@
 // each closure taken carries its measured staleness. A retry keeps its
 // number, so a closure of a lost worker holds the others only until it is
 // put back.
+//
+// A taker that must not block (the asynchronous Dispatcher, a few threads
+// for every worker) calls TakeOrWatch instead: it takes what it may now, or
+// leaves a one-shot callback that the queue calls when something changed
+// that may let it take or end (a closure put, the queue drained, stopped or
+// resumed). A closure put wakes one watcher (preferring its worker's), not
+// all: the takers' work per closure does not grow with their number.
 //
 // Time (queued_at, the locality wait) is read from the clock given to the
 // constructor: absl::Now by default, a fake one in tests. Thread-safe; the
@@ -84,8 +91,9 @@ struct Closure {
 class ClosureQueue {
  public:
   // `now`: the clock of queued_at and the locality wait.
-  explicit ClosureQueue(absl::Duration locality_wait = absl::Milliseconds(300),
-                        std::function<absl::Time()> now = [] { return absl::Now(); })
+  explicit ClosureQueue(
+      absl::Duration locality_wait = absl::Milliseconds(300),
+      std::function<absl::Time()> now = [] { return absl::Now(); })
       : locality_wait_(locality_wait), now_(std::move(now)) {}
 
   void Put(Closure closure) ABSL_LOCKS_EXCLUDED(mu_);
@@ -112,6 +120,30 @@ class ClosureQueue {
   // `worker`: the taker's worker index, for preferred workers (-1: takes
   // any closure at once).
   std::vector<Closure> GetUpTo(int max, int worker = -1) ABSL_LOCKS_EXCLUDED(mu_);
+  // What TakeOrWatch did.
+  enum class Take {
+    kTaken,     // *out holds 1 to `max` closures, in flight
+    kWatching,  // nothing to take now: `wake` will be called once
+    kEnded,     // drained or stopped: a taker ends (GetUpTo's empty answer)
+  };
+  // GetUpTo without blocking. kWatching: `wake` is registered and called
+  // once, outside the queue's lock on the thread that changed the queue, when
+  // something changed that may let this taker take or end; it must be cheap
+  // (post the retry elsewhere) and must not call back into the queue. Then
+  // *recheck is how long until time alone may let it take (a closure waiting
+  // for another worker's locality wait; InfiniteDuration: never), which wakes
+  // no one: the caller looks again then (its `wake` may still be called
+  // later, once).
+  // `watcher`: the taker's id for Unwatch.
+  Take TakeOrWatch(int max, int worker, int64_t watcher, std::function<void()> wake,
+                   std::vector<Closure>* out, absl::Duration* recheck) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops `watcher`'s callback if not called yet (it looks again on its own,
+  // after *recheck).
+  void Unwatch(int64_t watcher) ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes one watcher, if any closure is queued: a woken taker that will not
+  // take (its worker is held) passes the wake on.
+  void PassWake() ABSL_LOCKS_EXCLUDED(mu_);
+
   // A closure Get() returned has finished. With BoundStaleness, use
   // Done(closure), which also lets the closures waiting on it start.
   void Done() ABSL_LOCKS_EXCLUDED(mu_);
@@ -137,8 +169,9 @@ class ClosureQueue {
   // Blocks until drained, stopped, or `timeout`; true when drained or stopped.
   bool WaitFor(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // How many Get()/GetUpTo() calls are blocked now, each having found
-  // nothing it may take: an event tests wait on instead of sleeping.
+  // How many Get()/GetUpTo() calls are blocked now, and TakeOrWatch
+  // watchers not yet woken, each having found nothing it may take: an event
+  // tests wait on instead of sleeping.
   int waiting_takers() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -154,6 +187,20 @@ class ClosureQueue {
            now - c.queued_at >= locality_wait_;
   }
 
+  // Takes up to `max` eligible closures for `worker` into *out, in flight.
+  void TakeLocked(int max, int worker, std::vector<Closure>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakers to call once the lock is released: one watcher for a closure
+  // preferring `worker` (-1: any; pinned: only that worker's), or all.
+  using Wakers = std::vector<std::function<void()>>;
+  void WakeOne(int worker, bool pinned, Wakers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WakeAll(Wakers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a closure finished: wakes every watcher once the queue drained
+  // (they end), and with a staleness bound, watchers for the closures the
+  // finished one may have let start.
+  void WakeAfterFinish(Wakers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Call(Wakers* wakers);
+
   const absl::Duration locality_wait_;
   const std::function<absl::Time()> now_;
   mutable absl::Mutex mu_;
@@ -168,6 +215,13 @@ class ClosureQueue {
   int waiting_takers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::optional<BoundedDelay> delay_ ABSL_GUARDED_BY(mu_);
+  struct Watcher {
+    int64_t id;
+    int worker;
+    std::function<void()> wake;
+  };
+  // TakeOrWatch's callbacks, oldest first.
+  std::deque<Watcher> watchers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pscluster

@@ -102,7 +102,7 @@ TEST(ClosureQueueTest, GetUpToTakesABatchFinishedOneByOne) {
   q.PutBack(batch[1]);  // retried: behind 4 and 5
   q.Done();
   EXPECT_TRUE(q.WaitUntilIdle(absl::ZeroDuration()));  // all three accounted for
-  batch = q.GetUpTo(10);  // fewer queued than asked
+  batch = q.GetUpTo(10);                               // fewer queued than asked
   ASSERT_EQ(batch.size(), 3u);
   EXPECT_EQ(batch[0].id, 4);
   EXPECT_EQ(batch[2].id, 2);
@@ -297,6 +297,98 @@ TEST(ClosureQueueTest, PreferredWorkerThenAnyAfterTheWaitAndPinnedNever) {
   EXPECT_TRUE(q.WaitUntilEmpty(absl::ZeroDuration()));
   q.SetOpen(false);
   EXPECT_TRUE(q.Wait().ok());
+}
+
+// TakeOrWatch: the non-blocking take of the asynchronous dispatch.
+TEST(ClosureQueueWatchTest, APutWakesOneWatcherItsPreferredWorkersFirst) {
+  ClosureQueue q;
+  q.SetOpen(true);
+  std::vector<int> woken;
+  std::vector<Closure> out;
+  absl::Duration recheck;
+  for (int w = 0; w < 3; ++w) {
+    EXPECT_EQ(q.TakeOrWatch(
+                  1, w, w, [&woken, w] { woken.push_back(w); }, &out, &recheck),
+              ClosureQueue::Take::kWatching);
+    EXPECT_EQ(recheck, absl::InfiniteDuration());
+  }
+  EXPECT_EQ(q.waiting_takers(), 3);
+  Closure c = Make(1);
+  c.preferred_worker = 2;
+  q.Put(c);
+  EXPECT_EQ(woken, std::vector<int>({2}));  // one wake, to the preferred worker
+  q.Put(Make(2));
+  EXPECT_EQ(woken, std::vector<int>({2, 0}));  // any closure: the oldest watcher
+  EXPECT_EQ(q.TakeOrWatch(
+                5, 2, 2, [] {}, &out, &recheck),
+            ClosureQueue::Take::kTaken);
+  EXPECT_EQ(out.size(), 2u);
+  // Closing a drained queue wakes everyone left (they end).
+  q.Done();
+  q.Done();
+  q.SetOpen(false);
+  EXPECT_EQ(woken, std::vector<int>({2, 0, 1}));
+  EXPECT_EQ(q.TakeOrWatch(
+                1, 1, 1, [] {}, &out, &recheck),
+            ClosureQueue::Take::kEnded);
+  EXPECT_EQ(q.waiting_takers(), 0);
+}
+
+TEST(ClosureQueueWatchTest, AClosureForAnotherWorkerSaysWhenToLookAgain) {
+  FakeClock clock;
+  ClosureQueue q(absl::Milliseconds(300), clock.AsFunction());
+  Closure c = Make(1);
+  c.preferred_worker = 0;
+  q.Put(c);
+  std::vector<Closure> out;
+  absl::Duration recheck;
+  int woken = 0;
+  EXPECT_EQ(q.TakeOrWatch(
+                1, 1, 7, [&] { ++woken; }, &out, &recheck),
+            ClosureQueue::Take::kWatching);
+  EXPECT_EQ(recheck, absl::Milliseconds(300));
+  clock.Advance(absl::Milliseconds(100));
+  q.Unwatch(7);  // its timer went off first: the watch is dropped
+  EXPECT_EQ(q.waiting_takers(), 0);
+  EXPECT_EQ(q.TakeOrWatch(
+                1, 1, 7, [&] { ++woken; }, &out, &recheck),
+            ClosureQueue::Take::kWatching);
+  EXPECT_EQ(recheck, absl::Milliseconds(200));
+  clock.Advance(absl::Milliseconds(200));
+  q.Unwatch(7);
+  EXPECT_EQ(q.TakeOrWatch(
+                1, 1, 7, [&] { ++woken; }, &out, &recheck),
+            ClosureQueue::Take::kTaken);
+  EXPECT_EQ(woken, 0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].id, 1);
+}
+
+TEST(ClosureQueueWatchTest, PauseWatchesResumeAndStopWakeEveryone) {
+  ClosureQueue q;
+  q.Put(Make(1));
+  q.Pause();
+  std::vector<Closure> out;
+  absl::Duration recheck;
+  int woken = 0;
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(q.TakeOrWatch(
+                  1, w, w, [&] { ++woken; }, &out, &recheck),
+              ClosureQueue::Take::kWatching);
+  }
+  q.Resume();
+  EXPECT_EQ(woken, 2);
+  EXPECT_EQ(q.TakeOrWatch(
+                1, 0, 0, [&] { ++woken; }, &out, &recheck),
+            ClosureQueue::Take::kTaken);
+  EXPECT_EQ(q.TakeOrWatch(
+                1, 1, 1, [&] { ++woken; }, &out, &recheck),
+            ClosureQueue::Take::kWatching);  // one in flight: not drained
+  q.Stop(absl::CancelledError("stopped"));
+  EXPECT_EQ(woken, 3);
+  EXPECT_EQ(q.TakeOrWatch(
+                1, 1, 1, [] {}, &out, &recheck),
+            ClosureQueue::Take::kEnded);
 }
 
 }  // namespace

@@ -108,6 +108,9 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
       max_attempts_(options_.max_attempts > 0
                         ? options_.max_attempts
                         : static_cast<int>(spec_.fault_tolerance.max_attempts)),
+      members_health_(options_.health != nullptr
+                          ? std::make_unique<MembersHealth>(options_.health, options_.roster)
+                          : nullptr),
       board_(job_id_, QueuedStatus(job_id_, spec_, options_.now()), options_.now),
       checkpoint_policy_(spec_.checkpoint, options_.now),
       recovery_(std::make_shared<PsRecovery>(RecoveryOptions(ps_))),
@@ -117,7 +120,7 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
         o.workers = workers_;
         o.interval = absl::Seconds(spec_.fault_tolerance.health_check_interval_s);
         o.worker_timeout = absl::Seconds(spec_.fault_tolerance.worker_timeout_s);
-        o.roster = Mirrored() ? nullptr : options_.roster;
+        o.roster = Mirrored() && !ElasticRing() ? nullptr : options_.roster;
         o.check_ps = [this] { Recovery()->CheckEveryPs(); };
         o.on_worker_lost = [this] {
           board_.Update([](JobStatusProto* s) { s->set_workers_lost(s->workers_lost() + 1); });
@@ -149,6 +152,9 @@ JobRunner::JobRunner(std::string job_id, JobSpec spec, std::vector<PsClient*> ps
             o.now = options_.now;
             o.roster = options_.roster;
             o.setup_worker = [this](int w) { return SetupJoined(w); };
+            if (ElasticRing()) {
+              o.reform_ring = [this](const std::vector<int>& m) { return ReformRing(m); };
+            }
             return o;
           }(),
           [this] {
@@ -199,7 +205,9 @@ PsRecovery::Options JobRunner::RecoveryOptions(std::vector<PsClient*> ps) {
   PsRecovery::Options o;
   o.job_id = job_id_;
   o.ps = std::move(ps);
-  o.health = options_.health;
+  // A mirrored job's copies are its ring's members: one that left is not
+  // waited for.
+  o.health = Mirrored() ? members_health_.get() : options_.health;
   o.mirrored = Mirrored();
   o.workers = static_cast<int>(workers_.size());
   o.worker_addresses = Addresses(workers_);
@@ -279,7 +287,11 @@ absl::Status JobRunner::SetupWorkers(DataSizes* data) {
   setup_request_.set_spec_yaml(spec_.yaml);
   setup_request_.set_replicas(static_cast<int32_t>(spec_.replicas));
   if (Mirrored()) {
-    for (const std::string& a : options_.worker_addresses) setup_request_.add_worker_addresses(a);
+    // The ring: the cluster's workers (elastic: those still members, FormFirstRing).
+    if (ring_.empty() && !ElasticRing()) {
+      for (size_t w = 0; w < workers_.size(); ++w) ring_.push_back(static_cast<int>(w));
+    }
+    for (int w : ring_) setup_request_.add_worker_addresses(options_.worker_addresses[w]);
   }
   if (!job_key_.empty()) {
     // The worker holds the job under its worker key, and takes its closures
@@ -291,7 +303,8 @@ absl::Status JobRunner::SetupWorkers(DataSizes* data) {
   // Workers load their data in parallel. With elastic workers, one that
   // left the cluster is skipped (set up if it comes back).
   auto member = [this](size_t w) {
-    return options_.roster == nullptr || Mirrored() || options_.roster->active(static_cast<int>(w));
+    return options_.roster == nullptr || (Mirrored() && !ElasticRing()) ||
+           options_.roster->active(static_cast<int>(w));
   };
   std::vector<absl::Status> status(workers_.size());
   std::vector<SetupJobResponse> responses(workers_.size());
@@ -365,7 +378,7 @@ void JobRunner::ReleaseWorkers() {
   request.set_job_id(job_id_);
   SignRequest(DeriveWorkerKey(job_key_), "ReleaseJob", &request);
   std::vector<WorkerClient*> workers = workers_;
-  if (options_.roster != nullptr && !Mirrored()) {
+  if (options_.roster != nullptr && (!Mirrored() || ElasticRing())) {
     // Those that joined too (one that left and comes back is released by
     // the next job's SetupJob, ReleasingSetup).
     for (int w = static_cast<int>(workers_.size()); w < options_.roster->size(); ++w) {
@@ -499,7 +512,8 @@ absl::Status JobRunner::Prepare(DataSizes* data) {
     // Every task must answer first, workers included (a rollout may still
     // be starting them); one that never does is named. Elastic workers that
     // left are not waited for.
-    MembersHealth members(options_.health, Mirrored() ? nullptr : options_.roster);
+    MembersHealth members(options_.health,
+                          Mirrored() && !ElasticRing() ? nullptr : options_.roster);
     RETURN_IF_ERROR(WaitForCluster(
         members, Mirrored() ? 0 : static_cast<int>(ps_.size()),
         static_cast<int>(workers_.size()), options_.ps_addresses, options_.worker_addresses,
@@ -520,6 +534,7 @@ absl::Status JobRunner::Prepare(DataSizes* data) {
   // Before the variables: a restored checkpoint's position is checked
   // against the plan's file set.
   if (absl::Status s = PlanStreams(); !s.ok()) return invalid_input(s);
+  if (absl::Status s = FormFirstRing(); !s.ok()) return s;
   if (absl::Status s = PrepareVariables(); !s.ok()) return invalid_input(s);
   Recovery()->NoteStateIncarnations();
   if (absl::Status s = SetupWorkers(data); !s.ok()) return invalid_input(s);

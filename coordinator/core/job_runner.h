@@ -6,14 +6,17 @@
 // round-robin placement), sets up every worker, then for each epoch splits
 // the training data into closures of `steps_per_closure` steps, dispatches
 // them through a queue to idle workers (`closures_per_worker` in flight per
-// worker, `closures_per_rpc` closures per round trip; closure_dispatch.h),
+// worker, `closures_per_rpc` closures per round trip; closure_dispatch.h;
+// the calls of every worker are driven from a few threads, dispatcher.h),
 // waits for the epoch, and evaluates with eval closures.
 //
 // multi_worker_mirrored: there is no PS; every worker holds the whole
 // model (its "PS" is a copy in its own process, served to the coordinator as
 // a ParameterServer: options.worker_ps) and each step's gradients are
 // all-reduced over the ring of workers. Splits run as for central_storage,
-// but replica r only ever runs on worker r (its copy). The copies are
+// but replica r only ever runs on the ring's member r (its copy; with
+// elastic workers the ring is re-formed between splits, ReformRing). The
+// copies are
 // created and restored together and checkpointed from replica 0
 // (worker_copies_ps_client.h). Any failure of a replica rolls every copy back to
 // the last checkpoint (without one, to the initializers and the job's
@@ -21,8 +24,10 @@
 //
 // strategy: central_storage (synchronous): a closure's split is
 // steps_per_closure global batches, and it runs as one closure per replica
-// (RunClosureRequest.replica; replica r prefers worker r mod workers), split
-// after split. The PS applies each step once every replica pushed its share
+// (RunClosureRequest.replica; replica r prefers worker r mod workers; with
+// elastic workers, one replica per worker holding the job, re-formed between
+// splits over the job's global batch, DataSplit.replicas), split after
+// split. The PS applies each step once every replica pushed its share
 // and answers the replicas' next pulls after it (ps/core/sync_steps.h), so
 // the replicas advance in lockstep; a replica whose worker fails is retried
 // elsewhere (every worker can run every replica) and its shares of steps
@@ -84,8 +89,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -99,6 +106,7 @@
 #include "common/job_spec.h"
 #include "common/model_variables.h"
 #include "common/ps_client.h"
+#include "common/stream_plan.h"
 #include "coordinator/core/checkpoint_manager.h"
 #include "coordinator/core/checkpoint_policy.h"
 #include "coordinator/core/coordinator_metrics.h"
@@ -107,9 +115,9 @@
 #include "coordinator/core/job_status_board.h"
 #include "coordinator/core/job_summaries.h"
 #include "coordinator/core/phase_runner.h"
-#include "common/stream_plan.h"
 #include "coordinator/core/ps_recovery.h"
 #include "coordinator/core/worker_client.h"
+#include "coordinator/core/worker_copies_ps_client.h"
 #include "coordinator/core/worker_roster.h"
 #include "protos/coordinator.pb.h"
 
@@ -184,10 +192,16 @@ struct JobRunnerOptions {
   // The job's `workers` are then the roster's first ones (the cluster's);
   // a worker that joins while the job runs is set up and gets closures
   // within a turn of the phase's control loop, one that leaves gets no new
-  // closure and its calls in flight finish. The job's replicas (and so its
-  // batch and learning-rate scaling) stay those it was resolved for.
-  // multi_worker_mirrored jobs keep their workers. Null: fixed workers.
+  // closure and its calls in flight finish. A synchronous job re-forms its
+  // replicas at its next split (one per worker holding the job; each step
+  // keeps the job's global batch and learning rate); multi_worker_mirrored
+  // re-forms its ring only with `connect_copy` (ReformRing). Null: fixed
+  // workers.
   WorkerRoster* roster = nullptr;
+  // multi_worker_mirrored with a roster: a client of the copy a worker that
+  // joined serves at `address` (its ParameterServer service, as worker_ps).
+  // Null: the ring stays the cluster's workers.
+  std::function<std::unique_ptr<PsClient>(const std::string& address)> connect_copy;
   // Elastic PS (docs/elastic_ps.md): a job starts on the first `job_ps` of
   // the PS tasks it is given (0, or more than there are: all of them); the
   // rest are spare, for Rescale().
@@ -355,6 +369,25 @@ class JobRunner {
   absl::StatusOr<RescaleJobResponse> MoveToPs(int num_ps);
   // Sets every worker of the job up again for the new layout.
   void SetupWorkersAgain();
+  // multi_worker_mirrored (PhaseRunner::Options::reform_ring,
+  // job_runner_ring.cc): the ring over `members`, between two splits. The
+  // members still in the ring keep their order; a joiner's copy is brought
+  // to the ring's state from a checkpoint taken now (only with
+  // checkpoints; else it is left out, with an event); every member is set
+  // up with the new ring. A member that cannot be set up marks a failure
+  // (the ring rolls back). Returns the ring formed. REQUIRES: no closure in
+  // flight, on Run's thread.
+  std::vector<int> ReformRing(const std::vector<int>& members);
+  // Replica copy of roster worker `w` (the cluster's from worker_ps, a
+  // joiner's made by connect_copy); null when there is none.
+  PsClient* CopyOf(int w);
+  // With ElasticRing(), before the variables are made: the ring starts as
+  // the cluster's workers still members. UNAVAILABLE when none is.
+  absl::Status FormFirstRing();
+  // A multi_worker_mirrored job whose ring follows the roster.
+  bool ElasticRing() const {
+    return Mirrored() && options_.roster != nullptr && options_.connect_copy != nullptr;
+  }
   // A resumed job (PrepareVariables): on the PS count of the newest rescale
   // in its log `history`, instead of the coordinator's job_ps.
   absl::Status ResumeRescaledLayout(const std::vector<JobLogRecord>& history);
@@ -364,7 +397,15 @@ class JobRunner {
   // DeriveJobKey(options.lease_secret, job_id); empty without a secret.
   const std::string job_key_;
   // multi_worker_mirrored: the workers' copies as one PS (null otherwise).
-  std::unique_ptr<PsClient> mirrors_;
+  std::unique_ptr<WorkerCopiesPsClient> mirrors_;
+  // multi_worker_mirrored: the ring (roster indices, in ring order) and the
+  // joiners' copies (raw, and signed for the coordinator's control calls);
+  // only on Run's thread (ReformRing). Copies are kept until the job ends.
+  std::vector<int> ring_;
+  std::map<int, std::unique_ptr<PsClient>> joiner_copies_;
+  std::map<int, std::unique_ptr<PsClient>> signed_joiner_copies_;
+  // Joiners told they get no copy (one event each; not asked again).
+  std::set<int> refused_copies_;
   // The PS clients (or mirrors_) signing the coordinator's control requests
   // (signing_ps_client.h); ps_ points to them.
   std::vector<std::unique_ptr<PsClient>> signing_;
@@ -399,6 +440,9 @@ class JobRunner {
   // Set once Prepare has touched the PS tasks (this job's namespace may exist).
   std::atomic<bool> touched_ps_{false};
   std::atomic<bool> interrupted_{false};
+  // options_.health over the roster's members (a worker that left answers
+  // as healthy): a mirrored job's PsRecovery checks its copies' workers.
+  std::unique_ptr<HealthChecker> members_health_;
 
   // The parts, in the order they are built (each may use those before it).
   JobStatusBoard board_;

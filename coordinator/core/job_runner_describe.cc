@@ -28,9 +28,13 @@ absl::StatusOr<DescribeJobResponse> JobRunner::Describe() const {
   }
   DescribeJobResponse out;
   out.set_job_id(job_id_);
-  out.set_per_replica_batch(spec_.data.per_replica_batch);
+  // The replicas as formed now (a synchronous job re-forms them when
+  // workers join or leave; PhaseRunner::FormReplicas keeps the status).
+  board_.Read([&](const JobStatusProto& s) {
+    out.set_per_replica_batch(s.per_replica_batch());
+    out.set_replicas(s.replicas());
+  });
   out.set_global_batch(spec_.data.global_batch);
-  out.set_replicas(spec_.replicas);
   out.set_learning_rate(DescribeLearningRate(spec_.optimizer));
   // What each PS holds, by concrete (shard) name.
   std::map<std::string, VariableStats> held;

@@ -1,22 +1,20 @@
 #include "coordinator/core/phase_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <deque>
 #include <memory>
-#include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/core/bounded_delay.h"
 #include "coordinator/core/closure_dispatch.h"
+#include "coordinator/core/dispatcher.h"
 
 namespace pscluster {
 
 int64_t ClosureId(ClosureMode mode, int64_t epoch, int64_t split) {
-  const int64_t kind = mode == EVAL      ? (int64_t{1} << 62)
-                       : mode == PREDICT ? (int64_t{1} << 61)
-                                         : 0;
+  const int64_t kind = mode == EVAL ? (int64_t{1} << 62) : mode == PREDICT ? (int64_t{1} << 61) : 0;
   return kind | (epoch << 32) | split;
 }
 
@@ -24,7 +22,9 @@ PhaseRunner::PhaseRunner(Options options, Control control)
     : options_(std::move(options)),
       control_(std::move(control)),
       spec_(*options_.spec),
-      board_(options_.board) {}
+      board_(options_.board),
+      own_executor_(options_.executor == nullptr ? std::make_unique<DispatchExecutor>() : nullptr),
+      executor_(options_.executor != nullptr ? options_.executor : own_executor_.get()) {}
 
 void PhaseRunner::Cancel(const absl::Status& why) {
   absl::MutexLock lock(&mu_);
@@ -153,7 +153,7 @@ std::pair<int64_t, int64_t> PhaseRunner::RecordSuccess(ClosureMode mode, const C
   if (c.replica >= 0) {
     int64_t& done = sync_replicas_done_[c.split_index];
     ++done;
-    *split_done = done >= SyncShares(spec_);
+    *split_done = done >= (c.split.replicas() > 0 ? c.split.replicas() : SyncShares(spec_));
     steps = *split_done ? r.steps() : 0;
   }
   if (*split_done) finished_splits_.insert(c.split_index);
@@ -177,6 +177,63 @@ std::pair<int64_t, int64_t> PhaseRunner::RecordSuccess(ClosureMode mode, const C
   });
   if (options_.metrics != nullptr) options_.metrics->TrainingDone(steps, r.examples());
   return counted;
+}
+
+int64_t PhaseRunner::FormReplicas(std::vector<int>* members) {
+  members->clear();
+  std::vector<int> active;
+  if (Elastic()) active = options_.roster->ActiveIndices();
+  const int64_t devices = std::max<int64_t>(1, spec_.devices);
+  const int64_t global = StepExamples(spec_);
+  {
+    absl::MutexLock lock(&mu_);
+    for (int w : active) {
+      auto it = setup_.find(w);
+      if (it != setup_.end() && it->second == Setup::kDone) members->push_back(w);
+    }
+  }
+  if (Mirrored() && Elastic()) {
+    // The ring, re-formed (with no lock held: it sets workers up) when its
+    // members changed; replica r is pinned to ring_[r].
+    if (ring_.empty()) {
+      for (size_t w = 0; w < options_.workers.size(); ++w) ring_.push_back(static_cast<int>(w));
+    }
+    if (!members->empty() && *members != ring_) {
+      std::vector<int> sorted = ring_;
+      std::sort(sorted.begin(), sorted.end());
+      if (sorted != *members) ring_ = options_.reform_ring(*members);
+    }
+    *members = ring_;
+  }
+  absl::MutexLock lock(&mu_);
+  int64_t replicas = SyncShares(spec_);
+  if (Mirrored() && Elastic()) {
+    replicas = static_cast<int64_t>(members->size());
+  } else if (!members->empty()) {
+    // Each step keeps the job's global batch (so its learning rate holds),
+    // split over the workers there are; more replicas than workers when one
+    // replica's share would pass the batch limit (any worker runs any).
+    const int64_t fewest =
+        (global + JobLimits::kMaxBatch * devices - 1) / (JobLimits::kMaxBatch * devices);
+    replicas = std::clamp<int64_t>(static_cast<int64_t>(members->size()), fewest,
+                                   JobLimits::kMaxReplicas / devices);
+  }
+  const int64_t was = formed_replicas_ > 0 ? formed_replicas_ : SyncShares(spec_);
+  formed_replicas_ = replicas;
+  if (replicas == was) return replicas;
+  const int64_t per_replica = (global + replicas * devices - 1) / (replicas * devices);
+  board_->Update([&](JobStatusProto* s) {
+    s->set_replicas(replicas * devices);
+    s->set_per_replica_batch(per_replica);
+  });
+  board_->Event(
+      "replicas_reformed",
+      absl::StrCat(replicas * devices, " replicas (were ", was * devices,
+                   ") from the next split of epoch ", epoch_ + 1, ": ", members->size(),
+                   " workers hold the job; each step still takes the "
+                   "global batch of ",
+                   global, " examples (", per_replica, " a replica), at the same learning rate"));
+  return replicas;
 }
 
 void PhaseRunner::MarkSetUp(int w) {
@@ -206,8 +263,8 @@ bool PhaseRunner::EnsureSetUp(int w) {
   return s.ok();
 }
 
-void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
-                               PhaseTotals* totals) {
+DispatchOptions PhaseRunner::DispatchOptionsFor(int w, ClosureMode mode, ClosureQueue* queue,
+                                                PhaseTotals* totals) {
   DispatchOptions d;
   d.job_id = options_.job_id;
   d.mode = mode;
@@ -234,9 +291,10 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
   d.ps_failed = control_.ps_failed;
   d.on_ps_lost = [this] {
     if (!control_.mark_ps_failed()) {
-      spdlog::warn("job {}: a PS no longer holds the job (it restarted, or the job was ended "
-                   "there); pausing dispatch",
-                   options_.job_id);
+      spdlog::warn(
+          "job {}: a PS no longer holds the job (it restarted, or the job was ended "
+          "there); pausing dispatch",
+          options_.job_id);
     }
   };
   if (options_.health != nullptr) {
@@ -245,15 +303,14 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
     d.worker_losses = options_.health->worker_losses(w);
     d.worker_answers = options_.health->worker_answers(w);
   }
-  if (options_.roster != nullptr && !Mirrored()) {
+  if (Elastic()) {
     d.roster = options_.roster;
     d.roster_index = w;
   }
   d.deadline = mode == EVAL      ? &eval_deadline_
                : mode == PREDICT ? &predict_deadline_
                                  : &train_deadline_;
-  d.on_success = [this, mode, queue, totals, sync](const Closure& c,
-                                                   const RunClosureResponse& r) {
+  d.on_success = [this, mode, queue, totals, sync](const Closure& c, const RunClosureResponse& r) {
     bool split_done = false;
     const auto [steps_now, lost_now] = RecordSuccess(mode, c, r, totals, &split_done);
     if (mode == TRAIN && options_.on_train_closure) {
@@ -279,7 +336,7 @@ void PhaseRunner::DispatchLoop(int w, ClosureMode mode, ClosureQueue* queue,
       board_->Log(rec);
     }
   };
-  RunDispatchLoop(Worker(w), queue, d);
+  return d;
 }
 
 absl::StatusOr<PhaseEnd> PhaseRunner::RunPhase(ClosureMode mode, int64_t epoch, int64_t size,
@@ -346,10 +403,27 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t 
       if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(1);
       return true;
     }
-    for (int64_t r = 0; r < SyncShares(spec_); ++r) {
+    // The replicas are formed anew for each split (elastic workers): every
+    // replica of one split shares its count (DataSplit.replicas).
+    std::vector<int> members;
+    int64_t replicas = FormReplicas(&members);
+    if (Mirrored() && Elastic()) {
+      // Each member's replica is pinned to it and its ring waits for it: a
+      // member that leaves now still runs it (WorkerRoster::ExpectCalls).
+      // One that left since the ring was formed is re-formed out first.
+      for (size_t tries = 0; !options_.roster->ExpectCalls(members); ++tries) {
+        if (tries > members.size()) break;  // (a leave per try; bounded anyway)
+        replicas = FormReplicas(&members);
+      }
+      pinned_to_ = members;
+    }
+    if (Elastic()) c.split.set_replicas(static_cast<int32_t>(replicas));
+    for (int64_t r = 0; r < replicas; ++r) {
       Closure replica = c;
       replica.replica = static_cast<int>(r);
-      replica.preferred_worker = static_cast<int>(r % static_cast<int64_t>(workers.size()));
+      replica.preferred_worker =
+          members.empty() ? static_cast<int>(r % static_cast<int64_t>(workers.size()))
+                          : members[static_cast<size_t>(r % static_cast<int64_t>(members.size()))];
       replica.pinned = Mirrored();
       // A worker that is down now would hold its replica back for the
       // locality wait at every split until it answers again (20x slower
@@ -360,7 +434,7 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t 
       }
       queue.Put(std::move(replica));
     }
-    if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(SyncShares(spec_));
+    if (options_.metrics != nullptr) options_.metrics->ClosuresScheduled(replicas);
     return true;
   };
   if (sync) {
@@ -372,27 +446,34 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t 
   }
   // A synchronous split's replicas may all have to run on one worker (the
   // others down): every worker can take every replica at once.
-  const int64_t per_worker =
-      sync ? std::max(spec_.train.closures_per_worker, SyncShares(spec_))
-           : spec_.train.closures_per_worker;
-  std::vector<std::thread> threads;
+  const int64_t per_worker = sync ? std::max(spec_.train.closures_per_worker, SyncShares(spec_))
+                                  : spec_.train.closures_per_worker;
+  // Every worker's dispatch, driven from the executor's few threads.
+  Dispatcher dispatcher(&queue, executor_);
   // Elastic workers: the roster's members, and those that join meanwhile
   // (checked on each turn of the control loop below); `live` counts each
-  // worker's dispatch threads still running, so that one that left and
+  // worker's dispatch state machines still running, so that one that left and
   // came back is started again.
-  WorkerRoster* const roster = Mirrored() ? nullptr : options_.roster;
+  WorkerRoster* const roster = Elastic() ? options_.roster : nullptr;
   int64_t roster_seen = roster != nullptr ? roster->version() : 0;
   std::map<int, std::shared_ptr<std::atomic<int>>> live;
   auto start_worker = [&](int w) {
     auto& count = live[w];
     if (count == nullptr) count = std::make_shared<std::atomic<int>>(0);
-    for (int64_t k = 0; k < per_worker; ++k) {
-      ++*count;
-      threads.emplace_back([this, w, mode, &queue, totals, count] {
-        if (EnsureSetUp(w)) DispatchLoop(w, mode, &queue, totals);
-        --*count;
-      });
+    *count += static_cast<int>(per_worker);
+    // A worker that may not hold the job yet is set up first, on a thread
+    // of its own (SetupJob blocks).
+    std::function<bool()> before;
+    if (options_.roster != nullptr) {
+      absl::MutexLock lock(&mu_);
+      auto it = setup_.find(w);
+      if (it == setup_.end() || it->second != Setup::kDone) {
+        before = [this, w] { return EnsureSetUp(w); };
+      }
     }
+    dispatcher.Start(
+        Worker(w), DispatchOptionsFor(w, mode, &queue, totals), static_cast<int>(per_worker),
+        [count] { --*count; }, std::move(before));
   };
   auto start_joined = [&] {
     for (int w : roster->ActiveIndices()) {
@@ -408,14 +489,14 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t 
   const absl::Duration idle_wait = absl::Seconds(spec_.fault_tolerance.ps_recovery_timeout_s);
   PhaseEnd end = PhaseEnd::kDone;
   absl::Status error;
-  // The phase's control loop: checkpoints (asked for by dispatch threads,
+  // The phase's control loop: checkpoints (asked for by the dispatch,
   // which pause the queue when one is due) and PS recovery run here, with
   // no closure in flight.
   while (true) {
     const bool drained =
         sync ? queue.WaitUntilEmpty(absl::Milliseconds(20)) : queue.WaitFor(absl::Milliseconds(20));
     if (roster != nullptr && roster->version() != roster_seen) {
-      // Workers joined (or left): the new ones get their dispatch threads.
+      // Workers joined (or left): the new ones get their dispatch.
       roster_seen = roster->version();
       start_joined();
     }
@@ -467,10 +548,12 @@ absl::StatusOr<PhaseEnd> PhaseRunner::RunPlannedPhase(ClosureMode mode, int64_t 
       continue;
     }
     if (drained) break;
-    queue.Resume();  // a pause asked for by a dispatch thread that is no longer due
+    queue.Resume();  // a pause asked for by the dispatch that is no longer due
   }
   absl::Status s = queue.Wait();
-  for (auto& t : threads) t.join();
+  dispatcher.Join();
+  // Pinned replicas a stopped queue never ran are expected no more.
+  if (!pinned_to_.empty()) options_.roster->ClearExpected(pinned_to_);
   {
     absl::MutexLock lock(&mu_);
     current_queue_ = nullptr;

@@ -6,9 +6,13 @@
 // A phase splits [0, size) into closures of `closure_examples` examples
 // (those of splits already finished are skipped), queues them (a
 // synchronous job's split by split, one closure per replica, replica r
-// preferring worker r mod workers; pinned there for multi_worker_mirrored),
-// and runs `closures_per_worker` dispatch threads per worker
-// (closure_dispatch.h). Results are added to the phase's totals and, for
+// preferring worker r mod workers — for central_storage with a roster, the
+// replicas are re-formed for each split over the workers that hold the job,
+// FormReplicas; pinned there for multi_worker_mirrored),
+// and runs `closures_per_worker` dispatch state machines per worker
+// (dispatcher.h: a Dispatcher over the PhaseRunner's DispatchExecutor, a
+// few threads whatever the worker count; no thread is started per phase or
+// per worker). Results are added to the phase's totals and, for
 // training, to the job's status (steps, examples, loss, throughput) on the
 // JobStatusBoard; each finished training split is appended to the job log.
 //
@@ -18,8 +22,8 @@
 // splits; a PS failure pauses dispatch, and after the recovery the phase
 // ends rolled back (the job's position was rewound).
 //
-// Thread-safe: RunPhase runs on the job's thread, the dispatch threads call
-// back into RecordSuccess, and Cancel may come from any thread. Lock order:
+// Thread-safe: RunPhase runs on the job's thread, the executor's threads
+// call back into RecordSuccess, and Cancel may come from any thread. Lock order:
 // PhaseRunner's lock, then the JobStatusBoard's.
 #ifndef PSCLUSTER_COORDINATOR_CORE_PHASE_RUNNER_H_
 #define PSCLUSTER_COORDINATOR_CORE_PHASE_RUNNER_H_
@@ -28,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -41,8 +46,10 @@
 #include "absl/time/time.h"
 #include "common/job_spec.h"
 #include "coordinator/core/closure_deadline.h"
+#include "coordinator/core/closure_dispatch.h"
 #include "coordinator/core/closure_queue.h"
 #include "coordinator/core/coordinator_metrics.h"
+#include "coordinator/core/dispatch_executor.h"
 #include "coordinator/core/health_watch.h"
 #include "coordinator/core/job_status_board.h"
 #include "coordinator/core/worker_client.h"
@@ -86,29 +93,43 @@ class PhaseRunner {
     HealthWatch* health = nullptr;
     // Job metrics; null: none.
     CoordinatorMetrics* metrics = nullptr;
-    // Called after each training closure is recorded, on its dispatch
+    // Called after each training closure is recorded, on an executor
     // thread with no lock of the PhaseRunner held: the job's steps done so
     // far, and the closure's examples and summed loss (the job's TensorBoard
     // summaries, job_summaries.h). Null: none.
     std::function<void(int64_t steps, int64_t examples, double loss_sum)> on_train_closure;
     // Called with each PREDICT closure that succeeded and its answer (its
-    // predictions), on its dispatch thread with no lock of the PhaseRunner
+    // predictions), on an executor thread with no lock of the PhaseRunner
     // held. A closure retried or run twice may be reported twice: the
     // callee keeps one answer per split (prediction_table.h). Null: none.
     std::function<void(const Closure&, const RunClosureResponse&)> on_predict_closure;
     std::function<absl::Time()> now = [] { return absl::Now(); };
+    // The threads that drive the phases' dispatch (not owned); null: the
+    // PhaseRunner's own, max(2, cores) of them, started once.
+    DispatchExecutor* executor = nullptr;
     // Elastic workers (worker_roster.h; not owned): each phase runs on the
     // roster's members (indices are roster indices; `workers` are its first
     // ones), a worker that joins while a phase runs gets its dispatch
-    // threads on the control loop's next turn, after `setup_worker`, and one
-    // that leaves gets no more closures. multi_worker_mirrored ignores it
-    // (its replicas are pinned). Null: `workers`, fixed.
+    // state machines on the control loop's next turn, after `setup_worker`, and one
+    // that leaves gets no more closures. A central_storage split has one
+    // replica per member that holds the job, re-formed between splits
+    // (FormReplicas). multi_worker_mirrored uses it only with `reform_ring`
+    // (its replicas are pinned to the ring's members). Null: `workers`, fixed.
     WorkerRoster* roster = nullptr;
     // Sets up roster worker `w` for the job (SetupJob, checked) before its
     // first closure, unless MarkSetUp(w) was called. Called once per worker,
-    // on one of its dispatch threads; an error leaves the worker out of the
+    // on a thread of its own (it blocks: DispatchExecutor::RunBlocking);
+    // an error leaves the worker out of the
     // job (logged as an event).
     std::function<absl::Status(int w)> setup_worker;
+    // multi_worker_mirrored with a roster: re-forms the ring over `members`
+    // (roster indices of the active workers that hold the job) between two
+    // splits, with nothing in flight, and returns the ring it formed, in
+    // ring order (replica r runs on ring[r]): the old members still there
+    // first, then the joiners it could give a copy. Called when the members
+    // differ from the ring. Null: the ring is the cluster's workers, fixed
+    // (`roster` is then ignored for this strategy).
+    std::function<std::vector<int>(const std::vector<int>& members)> reform_ring;
   };
   // The job's side of a phase's control loop.
   struct Control {
@@ -191,14 +212,31 @@ class PhaseRunner {
   WorkerClient* Worker(int w) const {
     return options_.roster != nullptr ? options_.roster->client(w) : options_.workers[w];
   }
-  void DispatchLoop(int worker, ClosureMode mode, ClosureQueue* queue, PhaseTotals* totals);
+  // What worker `w`'s dispatch state machines of a phase run with.
+  DispatchOptions DispatchOptionsFor(int w, ClosureMode mode, ClosureQueue* queue,
+                                     PhaseTotals* totals);
+  // A synchronous split's replicas: with a roster (central_storage), one
+  // per active worker that holds the job, formed anew for each split (the
+  // workers they prefer in `members`, roster indices); without one, or
+  // before any worker holds the job, the job's (`members` empty). For
+  // multi_worker_mirrored with Options::reform_ring, the ring's members (in
+  // ring order), re-formed when they changed. Records a replicas_reformed
+  // event when the count changes.
+  int64_t FormReplicas(std::vector<int>* members) ABSL_LOCKS_EXCLUDED(mu_);
   bool Synchronous() const { return IsSynchronous(options_.spec->strategy); }
   bool Mirrored() const { return options_.spec->strategy == Strategy::kMultiWorkerMirrored; }
+  // The roster applies: any strategy but a multi_worker_mirrored one
+  // without reform_ring (whose ring is the cluster's workers, fixed).
+  bool Elastic() const {
+    return options_.roster != nullptr && (!Mirrored() || options_.reform_ring != nullptr);
+  }
 
   const Options options_;
   const Control control_;
   const JobSpec& spec_;
   JobStatusBoard* const board_;
+  std::unique_ptr<DispatchExecutor> own_executor_;  // when Options::executor is null
+  DispatchExecutor* const executor_;
   // Rollbacks so far (RunClosureRequest.round).
   std::atomic<int64_t> round_{0};
   // RunClosure(s) deadlines, from the job's own closures of each kind.
@@ -221,6 +259,14 @@ class PhaseRunner {
   bool corrupt_named_ ABSL_GUARDED_BY(mu_) = false;
   // Synchronous phase: replicas finished, by split.
   std::map<int64_t, int64_t> sync_replicas_done_ ABSL_GUARDED_BY(mu_);
+  // The replicas of the last synchronous split formed (0: none yet).
+  int64_t formed_replicas_ ABSL_GUARDED_BY(mu_) = 0;
+  // multi_worker_mirrored with reform_ring: the ring's members, in ring
+  // order (empty: the cluster's workers), and those the last split's
+  // replicas were pinned to (their calls expected, WorkerRoster::ExpectCalls).
+  // Only on the job's thread.
+  std::vector<int> ring_;
+  std::vector<int> pinned_to_;
   // With a roster: which workers hold the job.
   std::map<int, Setup> setup_ ABSL_GUARDED_BY(mu_);
 };

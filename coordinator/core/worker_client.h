@@ -4,7 +4,10 @@
 #ifndef PSCLUSTER_COORDINATOR_CORE_WORKER_CLIENT_H_
 #define PSCLUSTER_COORDINATOR_CORE_WORKER_CLIENT_H_
 
+#include <functional>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
@@ -32,11 +35,37 @@ class WorkerClient {
     const absl::Time deadline = absl::Now() + timeout;
     for (const RunClosureRequest& closure : request.closures()) {
       ClosureResult* result = response->add_results();
-      const absl::Status s = RunClosure(closure, deadline - absl::Now(), result->mutable_response());
+      const absl::Status s =
+          RunClosure(closure, deadline - absl::Now(), result->mutable_response());
       result->set_code(static_cast<int32_t>(s.code()));
       result->set_message(std::string(s.message()));
     }
     return absl::OkStatus();
+  }
+  // The asynchronous forms, for a dispatch that drives many workers' calls
+  // from a few threads (closure_dispatch.h's Dispatcher). `done` is called
+  // once, on a thread of the implementation's, with the call's status and
+  // its response (valid during the call; `done` may move from it); it must
+  // not block for long. These defaults run the blocking form on a thread of
+  // their own per call (in-process workers, test fakes); GrpcWorkerClient
+  // overrides them with gRPC's callback API, no thread per call.
+  using RunClosureDone = std::function<void(absl::Status, RunClosureResponse*)>;
+  using RunClosuresDone = std::function<void(absl::Status, RunClosuresResponse*)>;
+  virtual void RunClosureAsync(RunClosureRequest request, absl::Duration timeout,
+                               RunClosureDone done) {
+    std::thread([this, request = std::move(request), timeout, done = std::move(done)] {
+      RunClosureResponse response;
+      const absl::Status s = RunClosure(request, timeout, &response);
+      done(s, &response);
+    }).detach();
+  }
+  virtual void RunClosuresAsync(RunClosuresRequest request, absl::Duration timeout,
+                                RunClosuresDone done) {
+    std::thread([this, request = std::move(request), timeout, done = std::move(done)] {
+      RunClosuresResponse response;
+      const absl::Status s = RunClosures(request, timeout, &response);
+      done(s, &response);
+    }).detach();
   }
   // Cancels every call to this worker now in flight, from any thread: each
   // returns CANCELLED soon after. Calls made later are not affected. For a

@@ -25,8 +25,8 @@ absl::Status Everywhere(const std::vector<PsClient*>& copies, const Request& req
 }  // namespace
 
 absl::Status WorkerCopiesPsClient::CreateVariables(const CreateVariablesRequest& request,
-                                              CreateVariablesResponse* response) {
-  return Everywhere(copies_, request, response,
+                                                   CreateVariablesResponse* response) {
+  return Everywhere(Copies(), request, response,
                     [](PsClient* c, const CreateVariablesRequest& q, CreateVariablesResponse* r) {
                       return c->CreateVariables(q, r);
                     });
@@ -35,19 +35,19 @@ absl::Status WorkerCopiesPsClient::CreateVariables(const CreateVariablesRequest&
 absl::Status WorkerCopiesPsClient::Restore(const RestoreRequest& request,
                                            RestoreResponse* response) {
   return Everywhere(
-      copies_, request, response,
+      Copies(), request, response,
       [](PsClient* c, const RestoreRequest& q, RestoreResponse* r) { return c->Restore(q, r); });
 }
 
 absl::Status WorkerCopiesPsClient::EndJob(const EndJobRequest& request, EndJobResponse* response) {
   return Everywhere(
-      copies_, request, response,
+      Copies(), request, response,
       [](PsClient* c, const EndJobRequest& q, EndJobResponse* r) { return c->EndJob(q, r); });
 }
 
 absl::Status WorkerCopiesPsClient::PruneKeys(const PruneKeysRequest& request,
-                                        PruneKeysResponse* response) {
-  return Everywhere(copies_, request, response,
+                                             PruneKeysResponse* response) {
+  return Everywhere(Copies(), request, response,
                     [](PsClient* c, const PruneKeysRequest& q, PruneKeysResponse* r) {
                       return c->PruneKeys(q, r);
                     });

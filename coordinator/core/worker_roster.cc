@@ -76,10 +76,10 @@ absl::StatusOr<int> WorkerRoster::Leave(const std::string& address, absl::Durati
   ++version_;
   // By index: entries_ may grow (and move) while the lock is released.
   auto drained = [this, i]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return entries_[i].in_flight == 0;
+    return entries_[i].in_flight == 0 && entries_[i].expected == 0;
   };
   mu_.AwaitWithTimeout(absl::Condition(&drained), wait);
-  return entries_[i].in_flight;
+  return entries_[i].in_flight + entries_[i].expected;
 }
 
 int WorkerRoster::size() const {
@@ -115,9 +115,27 @@ int64_t WorkerRoster::version() const {
 
 bool WorkerRoster::BeginCall(int i) {
   absl::MutexLock lock(&mu_);
-  if (!entries_[i].active) return false;
-  ++entries_[i].in_flight;
+  Entry& e = entries_[i];
+  if (!e.active && e.expected == 0) return false;
+  if (e.expected > 0) --e.expected;
+  ++e.in_flight;
   return true;
+}
+
+bool WorkerRoster::ExpectCalls(const std::vector<int>& workers) {
+  absl::MutexLock lock(&mu_);
+  for (int w : workers) {
+    if (w < 0 || static_cast<size_t>(w) >= entries_.size() || !entries_[w].active) return false;
+  }
+  for (int w : workers) ++entries_[w].expected;
+  return true;
+}
+
+void WorkerRoster::ClearExpected(const std::vector<int>& workers) {
+  absl::MutexLock lock(&mu_);
+  for (int w : workers) {
+    if (w >= 0 && static_cast<size_t>(w) < entries_.size()) entries_[w].expected = 0;
+  }
 }
 
 void WorkerRoster::EndCall(int i) {

@@ -52,9 +52,10 @@ class WorkerRoster {
   // it is a member now.
   absl::StatusOr<int> Join(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The worker at `address` leaves: no new call to it starts, then waits up
-  // to `wait` for its calls in flight to end. Returns the calls still in
-  // flight (0: none). NOT_FOUND for an address that is not a member.
+  // The worker at `address` leaves: no new call to it starts (but those
+  // expected of it, ExpectCalls), then waits up to `wait` for its calls in
+  // flight and expected to end. Returns the calls still in flight or
+  // expected (0: none). NOT_FOUND for an address that is not a member.
   absl::StatusOr<int> Leave(const std::string& address, absl::Duration wait)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -70,9 +71,19 @@ class WorkerRoster {
   int64_t version() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Brackets a closure call to worker `i`: false (and nothing to end) when it
-  // is not a member, e.g. it is leaving.
+  // is not a member, e.g. it is leaving, unless a call is expected of it
+  // (ExpectCalls; the call uses one up).
   bool BeginCall(int i) ABSL_LOCKS_EXCLUDED(mu_);
   void EndCall(int i) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Calls due to workers that only they can make (a multi_worker_mirrored
+  // replica pinned to its ring member and queued, whose ring waits for it):
+  // one more expected of each of `workers`, all or none. False (none) when
+  // one of them is not a member. A worker that leaves may still start its
+  // expected calls, and Leave waits for them as for calls in flight.
+  bool ExpectCalls(const std::vector<int>& workers) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the expected calls of `workers` not made (their split ended).
+  void ClearExpected(const std::vector<int>& workers) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -81,6 +92,7 @@ class WorkerRoster {
     std::string address;
     bool active = true;
     int in_flight = 0;
+    int expected = 0;  // ExpectCalls not yet begun
   };
   int FindLocked(const std::string& address) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

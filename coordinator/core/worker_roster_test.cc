@@ -15,8 +15,7 @@ class NamedWorker : public WorkerClient {
   absl::Status SetupJob(const SetupJobRequest&, SetupJobResponse*) override {
     return absl::OkStatus();
   }
-  absl::Status RunClosure(const RunClosureRequest&, absl::Duration,
-                          RunClosureResponse*) override {
+  absl::Status RunClosure(const RunClosureRequest&, absl::Duration, RunClosureResponse*) override {
     return absl::OkStatus();
   }
   absl::Status Ping(const PingRequest&, PingResponse*) override { return absl::OkStatus(); }
@@ -102,6 +101,35 @@ TEST(WorkerRosterTest, LeaveStopsNewCallsAndWaitsForThoseInFlight) {
   roster.EndCall(0);
   leaver.join();
   EXPECT_EQ(in_flight, 0);
+}
+
+TEST(WorkerRosterTest, ALeavingWorkerStillStartsTheCallsExpectedOfIt) {
+  NamedWorker w0("127.0.0.1:1000"), w1("127.0.0.1:1001");
+  std::vector<int> connected;
+  WorkerRoster roster({&w0, &w1}, Connecting(&connected));
+  // A mirrored split's replicas are pinned to workers 0 and 1.
+  ASSERT_TRUE(roster.ExpectCalls({0, 1}));
+  absl::Notification left;
+  int in_flight = -1;
+  std::thread leaver([&] {
+    in_flight = *roster.Leave("127.0.0.1:1001", absl::Seconds(30));
+    left.Notify();
+  });
+  while (roster.active(1)) absl::SleepFor(absl::Milliseconds(1));
+  // Worker 1 left before it started its replica: it still may, once.
+  EXPECT_FALSE(roster.ExpectCalls({0, 1}));  // all or none: 0 gets no second one
+  ASSERT_TRUE(roster.BeginCall(1));
+  EXPECT_FALSE(roster.BeginCall(1));
+  EXPECT_FALSE(left.HasBeenNotified());
+  roster.EndCall(1);
+  leaver.join();
+  EXPECT_EQ(in_flight, 0);
+  // Worker 0's expected call is used up by its call; a cleared one is gone.
+  ASSERT_TRUE(roster.BeginCall(0));
+  roster.EndCall(0);
+  ASSERT_TRUE(roster.ExpectCalls({0}));
+  roster.ClearExpected({0});
+  EXPECT_EQ(*roster.Leave("127.0.0.1:1000", absl::ZeroDuration()), 0);
 }
 
 TEST(WorkerRosterTest, LeaveWaitIsBounded) {

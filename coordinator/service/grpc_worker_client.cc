@@ -57,6 +57,53 @@ absl::Status GrpcWorkerClient::RunClosures(const RunClosuresRequest& request,
               [&](grpc::ClientContext* ctx) { return stub_->RunClosures(ctx, request, response); });
 }
 
+template <typename Request, typename Response, typename Start>
+void GrpcWorkerClient::CallAsync(std::chrono::milliseconds timeout, Request request,
+                                 std::function<void(absl::Status, Response*)> done, Start start) {
+  struct Call {
+    grpc::ClientContext ctx;
+    Request request;
+    Response response;
+    std::function<void(absl::Status, Response*)> done;
+  };
+  auto* call = new Call;
+  call->request = std::move(request);
+  call->done = std::move(done);
+  SetDeadline(&call->ctx, timeout);
+  {
+    absl::MutexLock lock(&mu_);
+    active_.insert(&call->ctx);
+  }
+  start(&call->ctx, &call->request, &call->response, [this, call](grpc::Status s) {
+    {
+      absl::MutexLock lock(&mu_);
+      active_.erase(&call->ctx);
+    }
+    call->done(FromGrpcStatus(s), &call->response);
+    delete call;
+  });
+}
+
+void GrpcWorkerClient::RunClosureAsync(RunClosureRequest request, absl::Duration timeout,
+                                       RunClosureDone done) {
+  CallAsync<RunClosureRequest, RunClosureResponse>(
+      ClosureTimeout(timeout), std::move(request), std::move(done),
+      [this](grpc::ClientContext* ctx, const RunClosureRequest* req, RunClosureResponse* resp,
+             std::function<void(grpc::Status)> on_done) {
+        stub_->async()->RunClosure(ctx, req, resp, std::move(on_done));
+      });
+}
+
+void GrpcWorkerClient::RunClosuresAsync(RunClosuresRequest request, absl::Duration timeout,
+                                        RunClosuresDone done) {
+  CallAsync<RunClosuresRequest, RunClosuresResponse>(
+      ClosureTimeout(timeout), std::move(request), std::move(done),
+      [this](grpc::ClientContext* ctx, const RunClosuresRequest* req, RunClosuresResponse* resp,
+             std::function<void(grpc::Status)> on_done) {
+        stub_->async()->RunClosures(ctx, req, resp, std::move(on_done));
+      });
+}
+
 absl::Status GrpcWorkerClient::Ping(const PingRequest& request, PingResponse* response) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.ping_timeout);

@@ -34,7 +34,13 @@ class GrpcWorkerClient final : public WorkerClient {
   // One RunClosures RPC. UNIMPLEMENTED from a worker that predates it.
   absl::Status RunClosures(const RunClosuresRequest& request, absl::Duration timeout,
                            RunClosuresResponse* response) override;
-  // TryCancel()s the context of every SetupJob and RunClosure(s) in flight.
+  // gRPC's callback API: `done` runs on a gRPC thread, no thread per call.
+  void RunClosureAsync(RunClosureRequest request, absl::Duration timeout,
+                       RunClosureDone done) override;
+  void RunClosuresAsync(RunClosuresRequest request, absl::Duration timeout,
+                        RunClosuresDone done) override;
+  // TryCancel()s the context of every SetupJob and RunClosure(s) in flight,
+  // the asynchronous ones too.
   void CancelCalls() override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Ping(const PingRequest& request, PingResponse* response) override;
   absl::Status ReleaseJob(const ReleaseJobRequest& request, ReleaseJobResponse* response) override;
@@ -45,6 +51,12 @@ class GrpcWorkerClient final : public WorkerClient {
                     const std::function<grpc::Status(grpc::ClientContext*)>& rpc)
       ABSL_LOCKS_EXCLUDED(mu_);
   std::chrono::milliseconds ClosureTimeout(absl::Duration timeout) const;
+  // Starts `start(ctx, request, response, on_done)` under a context with
+  // `timeout` that CancelCalls can reach; `done` gets its status.
+  template <typename Request, typename Response, typename Start>
+  void CallAsync(std::chrono::milliseconds timeout, Request request,
+                 std::function<void(absl::Status, Response*)> done, Start start)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string address_;
   const GrpcWorkerClientOptions options_;

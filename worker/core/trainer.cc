@@ -69,6 +69,13 @@ absl::Status NonFiniteLoss(const StepResult& step, const std::string& where,
                                          request.closure_id(), ")"));
 }
 
+// The replicas that share each step of a synchronous closure: those the
+// coordinator formed for its split (DataSplit.replicas, re-formed when
+// workers join or leave), else the job's.
+int64_t SharesOf(const JobSpec& spec, const RunClosureRequest& request) {
+  return request.split().replicas() > 0 ? request.split().replicas() : SyncShares(spec);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
@@ -221,7 +228,7 @@ absl::Status Trainer::Push(StepBuffers* buffers, const RunClosureRequest& closur
     if (sync) {
       SyncShare* share = key->mutable_sync();
       share->set_replica(closure.replica());
-      share->set_replicas(static_cast<int32_t>(SyncShares(spec_)));
+      share->set_replicas(static_cast<int32_t>(SharesOf(spec_, closure)));
       share->set_examples(sync_examples);
       share->set_round(closure.round());
     } else {
@@ -302,7 +309,11 @@ void WeightedSum(const std::vector<const std::vector<Tensor>*>& in,
 
 void Trainer::TrainStep(Devices* devices, StepBuffers* buffers, StepResult* step) const {
   const int64_t n = buffers->batch.size;
-  const int64_t per_device = spec_.data.per_replica_batch;
+  // per_replica_batch each; more when a synchronous share grew past
+  // per_replica_batch x devices (replicas re-formed over fewer workers).
+  const int64_t slots = static_cast<int64_t>(devices->slots.size());
+  const int64_t per_device =
+      std::max(spec_.data.per_replica_batch, slots > 0 ? (n + slots - 1) / slots : n);
   if (devices->slots.empty() || n <= per_device) {
     model_->TrainStep(devices->backend.get(), buffers->params, buffers->batch, buffers->rows,
                       &devices->scratch, &buffers->grads, &buffers->row_grads, step);
@@ -492,13 +503,19 @@ absl::StatusOr<Trainer::ClosureRun> Trainer::StartClosure(const RunClosureReques
                                     : &eval_order_;
   ASSIGN_OR_RETURN(run.workspace, pool_->Acquire());
   run.sync = run.train && request.has_replica();
-  if (run.sync && (request.replica() < 0 || request.replica() >= SyncShares(spec_))) {
+  const int64_t shares = SharesOf(spec_, request);
+  if (run.sync &&
+      (shares > JobLimits::kMaxReplicas || request.replica() < 0 || request.replica() >= shares)) {
     return absl::InvalidArgumentError(absl::StrCat("closure ", request.closure_id(), ": replica ",
-                                                   request.replica(), " of a job of ",
-                                                   SyncShares(spec_), " workers"));
+                                                   request.replica(), " of a split of ", shares,
+                                                   " replicas"));
   }
-  run.replica_batch = spec_.data.per_replica_batch * spec_.devices;
   run.batch = run.train ? StepExamples(spec_) : spec_.data.per_replica_batch;
+  // A share of the global batch: per_replica_batch x devices when the
+  // replicas are the job's; re-formed ones split the same global batch
+  // (the last share may be short, or empty).
+  run.replica_batch =
+      run.sync ? (run.batch + shares - 1) / shares : spec_.data.per_replica_batch * spec_.devices;
   return run;
 }
 
