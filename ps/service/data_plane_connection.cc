@@ -55,24 +55,40 @@ DataPlaneConnection::DataPlaneConnection(int fd, absl::Time first_frame_deadline
 
 DataPlaneConnection::~DataPlaneConnection() { Close(); }
 
-DataPlaneConnection::Next DataPlaneConnection::Turn() {
+DataPlaneConnection::Next DataPlaneConnection::Turn(absl::Span<char> read_ahead) {
   absl::MutexLock lock(&mu_);
   if (closed_) return Next::kClose;
+  const bool opening = !opened_;
+  if (opening && !Open()) return Next::kClose;
+  if (plain_ != nullptr) plain_->Lend(read_ahead);
+  const Next next = TurnLocked(opening);
+  // Bytes read ahead and not served (a frame sent before the last push was
+  // answered) stay with the stream.
+  if (plain_ != nullptr) plain_->Return();
+  return next;
+}
+
+DataPlaneConnection::Next DataPlaneConnection::TurnLocked(bool opening) {
   if (awaiting_push_) {
     if (!FinishPush()) return Next::kClose;
-  } else if (!opened_) {
-    if (!Open()) return Next::kClose;
-    // Plaintext: the socket is readable, so a frame (or the end) is there.
-    // TLS: the handshake took what was there; a frame may have come with it.
-    if (settings_.tls == nullptr && !ServeFrame()) return Next::kClose;
-  } else if (!ServeFrame()) {
-    return Next::kClose;
+  } else if (!opening || settings_.tls == nullptr) {
+    // The socket is readable, so a frame (or the end) is there. Not so
+    // after a TLS handshake: it took what was there (a frame that came with
+    // it is in the stream, served below).
+    if (!ServeFrame()) return Next::kClose;
   }
-  for (;;) {
+  for (int frames = 1;; ++frames) {
     if (awaiting_push_) return Next::kWaitForPush;
     ReleaseIfAsked();
-    // Bytes OpenSSL already took off the socket would never wake epoll.
-    if (!stream_->HasBufferedBytes()) return Next::kPark;
+    // Bytes the stream already took off the socket (read ahead, or TLS
+    // records) would never wake epoll; in plaintext, a next frame that came
+    // while this one was answered is served now: parking it would wake
+    // another thread for it.
+    const bool more = frames < kMaxFramesPerTurn;
+    if (!stream_->HasBufferedBytes() && !(more && plain_ != nullptr && plain_->TryReadAhead())) {
+      return Next::kPark;
+    }
+    if (!more) return Next::kAgain;
     if (!ServeFrame()) return Next::kClose;
   }
 }
@@ -81,7 +97,9 @@ bool DataPlaneConnection::Open() {
   opened_ = true;
   if (!SetNoDelay(fd()).ok()) return false;
   if (settings_.tls == nullptr) {
-    stream_ = std::make_unique<FdStream>(fd());
+    auto plain = std::make_unique<DataPlaneSocketStream>(fd());
+    plain_ = plain.get();
+    stream_ = std::move(plain);
     return true;
   }
   // Blocks this pool thread, but never past the first-frame deadline.
@@ -261,6 +279,7 @@ void DataPlaneConnection::Close() {
   head_ = FrameHead();
   host_->AdjustBufferBytes(-reserved_.head);
   reserved_.head = 0;
+  plain_ = nullptr;
   stream_.reset();  // before the socket is closed
   // The peer sees the end now, not when the last reference to this object
   // goes (the number stays taken until then): a client that checks its

@@ -4,7 +4,8 @@
 // protocol: TLS handshake, head, job check, payloads, the core call, the
 // answer. It holds no thread: the server's pool runs a Turn whenever the
 // socket is readable (or a push it started has completed), and the Turn says
-// whether to park the connection again, to wait for its push, or to close it.
+// whether to park the connection again, to wait for its push, to queue it
+// (more frames at hand than one Turn serves), or to close it.
 //
 // Thread-safe: Turn, Close and RequestRelease may come from any thread; one
 // Turn runs at a time (the server never runs two of one connection at once),
@@ -22,8 +23,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "protos/ps.pb.h"
 #include "ps/core/job_stores.h"
+#include "ps/service/data_plane_stream.h"
 #include "rpc/frame_socket.h"
 #include "rpc/tls_stream.h"
 
@@ -72,16 +75,29 @@ class DataPlaneConnection : public std::enable_shared_from_this<DataPlaneConnect
 
   int fd() const { return fd_.get(); }
 
+  // The size of the buffer a Turn is lent (DataPlaneSocketStream): a frame
+  // up to about this size comes off a plaintext socket with one recv.
+  static constexpr size_t kReadAheadBytes = 16 << 10;
+  // Frames a Turn serves at most (the first, then those whose bytes are
+  // already there), so that a busy connection does not keep a thread from
+  // the others.
+  static constexpr int kMaxFramesPerTurn = 32;
+
   enum class Next {
     kPark,         // wait for the socket to be readable, then Turn again
     kWaitForPush,  // Host::Resume comes when its push is answered
+    kAgain,        // bytes are at hand, but others' turn first: queue it
     kClose,        // done (the peer's end, an error, Shutdown): call Close
   };
   // Serves what there is to serve now: the TLS handshake (blocking, until the
   // first-frame deadline), then frames while their bytes are at hand (one
-  // frame, then more while the stream holds bytes it read ahead), or the
-  // answer of a push that completed.
-  Next Turn();
+  // frame, then more while the stream holds bytes it read ahead or, in
+  // plaintext, the socket has the next one already: served by this thread,
+  // without a trip through epoll; at most kMaxFramesPerTurn), or the answer
+  // of a push that completed. `read_ahead` (the calling thread's, at least
+  // kReadAheadBytes) is lent to a plaintext stream for the Turn; it may be
+  // empty (then every piece of a frame is read with a call of its own).
+  Next Turn(absl::Span<char> read_ahead);
 
   // Frees what the connection holds (its messages, their reservations, the
   // TLS state) once its last Turn has returned; the socket closes with the
@@ -99,6 +115,9 @@ class DataPlaneConnection : public std::enable_shared_from_this<DataPlaneConnect
     int64_t head = 0;   // the reused FrameHead's meta and sizes
   };
 
+  // Turn's work, with the read-ahead buffer lent; `opening`: the stream was
+  // opened by this Turn.
+  Next TurnLocked(bool opening) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads and serves one frame. False: close the connection.
   bool ServeFrame() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the push that completed. False: close the connection.
@@ -122,6 +141,8 @@ class DataPlaneConnection : public std::enable_shared_from_this<DataPlaneConnect
   absl::Mutex mu_;                    // held during a Turn
   std::atomic<bool> release_{false};  // RequestRelease came (set before trying mu_)
   std::unique_ptr<FrameStream> stream_ ABSL_GUARDED_BY(mu_);
+  // stream_ in plaintext, else null.
+  DataPlaneSocketStream* plain_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool opened_ ABSL_GUARDED_BY(mu_) = false;
   bool proven_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -278,6 +278,7 @@ void DataPlaneServer::Park(int fd, Slot* slot) {
 }
 
 void DataPlaneServer::ServeLoop() {
+  std::vector<char> read_ahead(DataPlaneConnection::kReadAheadBytes);
   for (;;) {
     std::shared_ptr<DataPlaneConnection> connection;
     bool close = false;
@@ -320,11 +321,12 @@ void DataPlaneServer::ServeLoop() {
       connection = it->second.connection;
       close = stopping_;
     }
-    Serve(fd, connection, close);
+    Serve(fd, connection, close, absl::MakeSpan(read_ahead));
   }
 }
 
 void DataPlaneServer::ServeStrangers() {
+  std::vector<char> read_ahead(DataPlaneConnection::kReadAheadBytes);
   for (;;) {
     std::shared_ptr<DataPlaneConnection> connection;
     bool close = false;
@@ -345,7 +347,7 @@ void DataPlaneServer::ServeStrangers() {
       ++strangers_in_turn_;
     }
     const DataPlaneConnection::Next next =
-        close ? DataPlaneConnection::Next::kClose : connection->Turn();
+        close ? DataPlaneConnection::Next::kClose : connection->Turn(absl::MakeSpan(read_ahead));
     {
       // Free for the next stranger from here (another thread would only
       // start if more are queued than threads not in a Turn).
@@ -357,8 +359,9 @@ void DataPlaneServer::ServeStrangers() {
 }
 
 void DataPlaneServer::Serve(int fd, const std::shared_ptr<DataPlaneConnection>& connection,
-                            bool close) {
-  AfterTurn(fd, connection, close ? DataPlaneConnection::Next::kClose : connection->Turn());
+                            bool close, absl::Span<char> read_ahead) {
+  AfterTurn(fd, connection,
+            close ? DataPlaneConnection::Next::kClose : connection->Turn(read_ahead));
 }
 
 void DataPlaneServer::AfterTurn(int fd, const std::shared_ptr<DataPlaneConnection>& connection,
@@ -378,6 +381,8 @@ void DataPlaneServer::AfterTurn(int fd, const std::shared_ptr<DataPlaneConnectio
   } else if (stopping_) {
     slot.close_next = true;
     Enqueue(fd, &slot);
+  } else if (next == DataPlaneConnection::Next::kAgain) {
+    Enqueue(fd, &slot);  // behind the connections already queued
   } else {
     Park(fd, &slot);
   }

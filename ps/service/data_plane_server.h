@@ -3,15 +3,21 @@
 // methods of ParameterServerService — as frames on TCP connections
 // (ps/service/data_plane_wire.h), plaintext or mutual TLS (Options::tls),
 // reading each request straight into that connection's own reused messages
-// (ps/service/data_plane_connection.h) and writing the answer from the
-// response's own buffers.
+// (ps/service/data_plane_connection.h; in plaintext a frame's first 16 KiB
+// through the serving thread's read-ahead buffer) and writing the answer
+// from the response's own buffers.
 //
 // Threads. A connection holds no thread. Idle connections are parked in one
 // epoll set (one-shot), which a bounded pool of serving threads
 // (Options::serving_threads) waits on: the thread epoll wakes for a readable
 // connection serves frames while their bytes are at hand (a frame is read
-// whole, blocking, within frame_timeout; then more while TLS holds bytes it
-// read ahead, which epoll cannot see), and parks it again. One more thread,
+// whole, blocking, within frame_timeout; then more while the stream holds
+// bytes it read ahead, which epoll cannot see, or, in plaintext, while the
+// next frame is already on the socket: up to
+// DataPlaneConnection::kMaxFramesPerTurn, then it queues behind the others),
+// and parks it again. In plaintext a small frame comes off the socket with
+// one recv into the serving thread's buffer (ps/service/data_plane_stream.h)
+// and its answer goes with one sendmsg. One more thread,
 // the poller, accepts, and closes parked connections past their deadline. A
 // push that waits for a synchronous step does not hold a pool thread: the
 // core's callback queues its connection for the pool to answer.
@@ -85,6 +91,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "ps/core/job_stores.h"
 #include "ps/core/memory_budget.h"
 #include "ps/service/data_plane_connection.h"
@@ -224,10 +231,10 @@ class DataPlaneServer final : private DataPlaneConnection::Host {
   void ServeLoop();
   // A thread serving unproven connections only.
   void ServeStrangers();
-  // Runs a Turn of `connection` (or closes it) and parks, queues or closes
-  // it after.
-  void Serve(int fd, const std::shared_ptr<DataPlaneConnection>& connection, bool close)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs a Turn of `connection` (or closes it), lending it the thread's
+  // `read_ahead`, and parks, queues or closes it after.
+  void Serve(int fd, const std::shared_ptr<DataPlaneConnection>& connection, bool close,
+             absl::Span<char> read_ahead) ABSL_LOCKS_EXCLUDED(mu_);
   // After a Turn that returned `next`.
   void AfterTurn(int fd, const std::shared_ptr<DataPlaneConnection>& connection,
                  DataPlaneConnection::Next next) ABSL_LOCKS_EXCLUDED(mu_);

@@ -568,5 +568,91 @@ TEST(DataPlaneServerTest, PushesWaitingForASynchronousStepHoldNoServingThread) {
   EXPECT_EQ(s.server().calls(), kReplicas);
 }
 
+// The bytes of `request` as one frame of `kind`, as WriteFrame sends them.
+template <typename Request>
+std::string FrameBytes(uint16_t kind, const Request& request) {
+  Request meta;
+  std::vector<absl::string_view> payloads;
+  SplitRequest(request, &meta, &payloads);
+  const std::string meta_bytes = meta.SerializeAsString();
+  std::vector<uint64_t> sizes;
+  uint64_t total = 0;
+  for (absl::string_view p : payloads) {
+    sizes.push_back(p.size());
+    total += p.size();
+  }
+  std::string out = EncodeFrameHead(kind, 0, meta_bytes.size(), sizes, total) + meta_bytes;
+  for (absl::string_view p : payloads) out.append(p.data(), p.size());
+  return out;
+}
+
+bool SendAll(int fd, const std::string& bytes) {
+  return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+TEST(DataPlaneServerTest, FramesSentAheadAreAllAnsweredInOrder) {
+  // One serving thread. A client that sends many frames before reading an
+  // answer has them served a bounded number per turn (the rest read ahead
+  // and kept, or still on the socket); another connection is served too.
+  Server s(256 * kMiB, [](DataPlaneServer::Options* o) { o->serving_threads = 1; });
+  UniqueFd busy = s.Dial();
+  UniqueFd other = s.Dial();
+  PullResponse pulled;
+  ASSERT_TRUE(Call(busy.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  ASSERT_TRUE(Call(other.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  constexpr int kFrames = 3 * DataPlaneConnection::kMaxFramesPerTurn + 5;
+  std::string frames;
+  for (int i = 0; i < kFrames; ++i) {
+    // Pushes of 1 to "w" (each step one down), each answered with the pull.
+    PushRequest push = s.PushOf("w", 4, 1.0f, i);
+    *push.mutable_pull() = s.PullOf("w");
+    frames += FrameBytes(kDataPlanePush, push);
+  }
+  ASSERT_TRUE(SendAll(busy.get(), frames));
+  ASSERT_TRUE(Call(other.get(), kDataPlanePull, s.PullOf("w"), &pulled).ok());
+  for (int i = 0; i < kFrames; ++i) {
+    PushResponse pushed;
+    const absl::Status st = ReadAnswer(busy.get(), &pushed);
+    ASSERT_TRUE(st.ok()) << "frame " << i << ": " << st;
+    EXPECT_EQ(Floats(pushed.pulled()), std::vector<float>(4, 1.0f - 0.5f * (i + 1)))
+        << "frame " << i;
+  }
+  EXPECT_EQ(s.server().calls(), kFrames + 3);
+}
+
+TEST(DataPlaneServerTest, AFrameSentBehindAWaitingPushIsServedAfterIt) {
+  // A synchronous step's first share (its fused pull waits for the second
+  // share); the frame its sender wrote right behind it, read ahead with it,
+  // is served once that push is answered, on another turn.
+  Server s(256 * kMiB, [](DataPlaneServer::Options* o) { o->serving_threads = 1; });
+  UniqueFd first = s.Dial();
+  UniqueFd second = s.Dial();
+  auto share = [&](int replica) {
+    PushRequest push = s.PushOf("w", 4, 2.0f, 0);
+    SyncShare* sync = push.mutable_update()->mutable_sync();
+    sync->set_replica(replica);
+    sync->set_replicas(2);
+    sync->set_examples(1);
+    *push.mutable_pull() = s.PullOf("w");
+    return push;
+  };
+  ASSERT_TRUE(SendAll(first.get(), FrameBytes(kDataPlanePush, share(0)) +
+                                       FrameBytes(kDataPlanePull, s.PullOf("w"))));
+  // Its first frame read (its buffers are counted then), the share waits.
+  ASSERT_TRUE(WaitFor([&] { return s.server().buffer_bytes() > 0; }));
+  EXPECT_EQ(s.server().calls(), 0);
+  PushResponse pushed;
+  ASSERT_TRUE(Call(second.get(), kDataPlanePush, share(1), &pushed).ok());
+  // One step of the mean gradient 2 at rate 0.5: 1 - 1 = 0.
+  EXPECT_EQ(Floats(pushed.pulled()), std::vector<float>(4, 0.0f));
+  ASSERT_TRUE(ReadAnswer(first.get(), &pushed).ok());
+  EXPECT_EQ(Floats(pushed.pulled()), std::vector<float>(4, 0.0f));
+  PullResponse pulled;
+  const absl::Status st = ReadAnswer(first.get(), &pulled);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(Floats(pulled), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(s.server().calls(), 3);
+}
+
 }  // namespace
 }  // namespace pscluster
