@@ -34,8 +34,9 @@ PID_ps=$!
 trap 'kill -9 "$PID_ps" 2>/dev/null || true' EXIT
 data_port=""
 for _ in $(seq 600); do
+  # ps.err may not exist yet (the background server's shell opens it).
   data_port="$(sed -n 's/.*data plane (Push, Pull as raw frames) on 127\.0\.0\.1:\([0-9]*\).*/\1/p' \
-    "$TMP/ps.err" | head -n 1)"
+    "$TMP/ps.err" 2>/dev/null | head -n 1 || true)"
   [[ -n "$data_port" ]] && grep -q "listening on" "$TMP/ps.out" && break
   gone "$PID_ps" && { show_logs; fail "ps_server exited before listening"; }
   sleep 0.1

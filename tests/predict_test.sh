@@ -88,7 +88,7 @@ done_closures() {
 WORKERS="" n=0 total=0
 for _ in $(seq 1 3000); do  # at most 60 s
   [[ -n "$WORKERS" ]] ||
-    WORKERS="$(sed -n 's/.*worker pids \([0-9,]*\)).*/\1/p' "$TMP/kill.err" | head -n 1)"
+    WORKERS="$(sed -n 's/.*worker pids \([0-9,]*\)).*/\1/p' "$TMP/kill.err" 2>/dev/null | head -n 1 || true)"
   read -r n total < <(done_closures || true) || true
   [[ -n "$WORKERS" && -n "$n" ]] && ((total > 0 && n >= 20)) && break
   kill -0 "$TPID" 2>/dev/null || break
