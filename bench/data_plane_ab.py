@@ -6,7 +6,7 @@ Runs binary A and binary B alternately, one repeat each (--repeats=1), for
 ps-lite with --pslite_bench), so each round's ratios come from one process
 run. Prints, per shape and size, the median over rounds of each binary's
 pscluster GB/s, of B/A, and of each binary's pscluster/raw TCP and
-pscluster/ps-lite fused.
+pscluster/ps-lite fused; then each round's B/A, in order, to show the scatter.
 
   bench/data_plane_ab.py --a=/tmp/fastbuild/data_plane_bench \
       --b=/tmp/opt/data_plane_bench --rounds=5 -- --seconds_per_point=0.3 \
@@ -47,12 +47,13 @@ def main():
                     rows.setdefault((p["cluster"], p["bytes"]), {"a": [], "b": []})[name].append(p)
     med = statistics.median
     print("| shape | size | A pscluster GB/s | B pscluster GB/s | B/A | A /raw TCP | B /raw TCP "
-          "| A /ps-lite fused | B /ps-lite fused |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| A /ps-lite fused | B /ps-lite fused | B/A, each round |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (cluster, size), runs in rows.items():
         a = [p["pscluster_gbps"] for p in runs["a"]]
         b = [p["pscluster_gbps"] for p in runs["b"]]
-        ratio = med([y / x for x, y in zip(a, b)])
+        ratios = [y / x for x, y in zip(a, b)]
+        ratio = med(ratios)
 
         def m(name, key):
             vals = [p.get(key, float("nan")) for p in runs[name]]
@@ -62,7 +63,8 @@ def main():
         print(f"| {cluster} | {label} | {med(a):.3f} | {med(b):.3f} | {ratio:.2f} | "
               f"{m('a', 'pscluster_over_raw_tcp'):.2f} | {m('b', 'pscluster_over_raw_tcp'):.2f} | "
               f"{m('a', 'pscluster_over_pslite_fused'):.2f} | "
-              f"{m('b', 'pscluster_over_pslite_fused'):.2f} |")
+              f"{m('b', 'pscluster_over_pslite_fused'):.2f} | "
+              f"{' '.join(f'{x:.2f}' for x in ratios)} |")
 
 
 if __name__ == "__main__":
