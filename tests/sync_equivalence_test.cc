@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "ps/core/in_process_ps_client.h"
 #include "ps/core/job_stores.h"
+#include "tests/sync_equivalence_util.h"
 #include "worker/core/collective.h"
 #include "worker/core/mirrored_ps_client.h"
 #include "worker/core/worker_state.h"
@@ -28,33 +29,10 @@
 namespace pscluster {
 namespace {
 
-constexpr char kImages[] = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
-constexpr char kLabels[] = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
-
-
-// The job's variables stay on the PS after it ends, to be read.
-class KeepAfterEnd final : public PsClient {
- public:
-  explicit KeepAfterEnd(JobStores* jobs) : ps_(jobs) {}
-  absl::Status CreateVariables(const CreateVariablesRequest& q,
-                               CreateVariablesResponse* r) override {
-    return ps_.CreateVariables(q, r);
-  }
-  absl::Status Pull(const PullRequest& q, PullResponse* r) override { return ps_.Pull(q, r); }
-  absl::Status Push(const PushRequest& q, PushResponse* r) override { return ps_.Push(q, r); }
-  absl::Status Stats(const StatsRequest& q, StatsResponse* r) override { return ps_.Stats(q, r); }
-  absl::Status Save(const SaveRequest& q, SaveResponse* r) override { return ps_.Save(q, r); }
-  absl::Status Restore(const RestoreRequest& q, RestoreResponse* r) override {
-    return ps_.Restore(q, r);
-  }
-  absl::Status EndJob(const EndJobRequest&, EndJobResponse*) override { return absl::OkStatus(); }
-  absl::Status PruneKeys(const PruneKeysRequest& q, PruneKeysResponse* r) override {
-    return ps_.PruneKeys(q, r);
-  }
-
- private:
-  InProcessPsClient ps_;
-};
+using sync_equivalence::KeepAfterEnd;
+using sync_equivalence::kImages;
+using sync_equivalence::kLabels;
+using sync_equivalence::RelativeError;
 
 std::string Yaml(const std::string& strategy, const std::string& optimizer, int64_t batch,
                  int devices = 1) {
@@ -190,15 +168,6 @@ Trained Train(const std::string& yaml, int workers, int num_ps) {
     }
   }
   return out;
-}
-
-double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
 struct Case {

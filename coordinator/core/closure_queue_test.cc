@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "coordinator/core/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace pscluster {
@@ -19,44 +20,6 @@ Closure Make(int64_t id) {
   Closure c;
   c.id = id;
   return c;
-}
-
-// A clock that moves only when told to, and counts how often it was read
-// (a taker waiting on the locality wait reads it each time it looks).
-class FakeClock {
- public:
-  absl::Time Now() {
-    absl::MutexLock lock(&mu_);
-    ++reads_;
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-  int64_t reads() const {
-    absl::MutexLock lock(&mu_);
-    return reads_;
-  }
-  std::function<absl::Time()> AsFunction() {
-    return [this] { return Now(); };
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
-  int64_t reads_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// Polls `event` until it holds or 10 s pass (a safety net only: the events
-// waited on here come within milliseconds); true if it held.
-bool WaitUntil(const std::function<bool()>& event) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!event()) {
-    if (absl::Now() >= deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
 }
 
 // Ends a test's taker thread on every way out of the test (a failed ASSERT

@@ -5,33 +5,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "coordinator/core/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace pscluster {
 namespace {
-
-// A clock the test moves.
-struct FakeClock {
-  absl::Mutex mu;
-  absl::Time t = absl::UnixEpoch() + absl::Hours(1);
-  absl::Time Now() {
-    absl::MutexLock lock(&mu);
-    return t;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu);
-    t += d;
-  }
-};
-
-bool WaitUntil(const std::function<bool()>& f) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!f()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
 
 TEST(DispatchExecutorTest, RunsEveryTaskPostedOnItsFixedPool) {
   DispatchExecutor::Options o;

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "coordinator/core/closure_deadline.h"
+#include "coordinator/core/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,29 +19,6 @@ namespace pscluster {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A clock the test moves.
-struct FakeClock {
-  absl::Mutex mu;
-  absl::Time t = absl::UnixEpoch() + absl::Hours(1);
-  absl::Time Now() {
-    absl::MutexLock lock(&mu);
-    return t;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu);
-    t += d;
-  }
-};
-
-bool WaitUntil(const std::function<bool()>& f) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!f()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
 
 // An asynchronous in-process worker with no thread of its own: it answers
 // each call at once on the caller's thread (the executor's), or, when
