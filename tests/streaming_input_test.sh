@@ -137,7 +137,8 @@ check "$TMP/tfrecord_file.json" tfrecord_file
 # 20 %), or, when it died between two closures, the health checks marked it
 # down (worker_down) or psctl restarted it before the job ended (restarts
 # wait out a backoff, so a short rest of the job may finish first).
-if grep -raqE "training closure [0-9]+ \(epoch [0-9]+, examples \[0, 1500\)\) (failed on|was in flight on) worker" \
+# (A file-sharded closure is logged as "records [B, E) of FILE".)
+if grep -raqE "training closure [0-9]+ \(epoch [0-9]+, (examples|records) \[[0-9]+, [0-9]+\)( of [^)]*)?\) (failed on|was in flight on) worker" \
   "$TMP/tfrecord_file-ckpt"; then
   echo "  a closure was retried"
 elif grep -raqE "worker [0-9]+ \([^)]*\) is not answering" "$TMP/tfrecord_file-ckpt"; then
