@@ -23,6 +23,7 @@
 #include "client/in_process_worker.h"
 #include "common/job_spec.h"
 #include "common/tensor.h"
+#include "coordinator/core/fake_clock.h"
 #include "coordinator/core/job_runner.h"
 #include "coordinator/core/worker_client.h"
 #include "coordinator/core/worker_roster.h"
@@ -99,15 +100,6 @@ struct Trained {
 };
 
 // Bounded wait for `done` (the other threads' progress).
-bool WaitUntil(const std::function<bool()>& done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
-
 enum class Change {
   kNone,
   // While the third split trains, a worker joins (it is set up before that
@@ -244,16 +236,18 @@ Trained Train(const std::string& yaml, int workers, Change change, bool checkpoi
       if (change == Change::kJoinThenLeave) {
         // Waits until the joiner is set up.
         EXPECT_TRUE(roster.Join(joiner_address).ok());
-        EXPECT_TRUE(WaitUntil([&] {
-          for (const JobEvent& e : runner.Events()) {
-            if (e.kind() == "worker_joined") return true;
-          }
-          return false;
-        }));
+        EXPECT_TRUE(WaitUntil(
+            [&] {
+              for (const JobEvent& e : runner.Events()) {
+                if (e.kind() == "worker_joined") return true;
+              }
+              return false;
+            },
+            absl::Seconds(60)));
       } else if (change == Change::kLeave) {
         // From another thread: the leave waits for the calls in flight.
         leave = std::thread([&] { left = roster.Leave(last, absl::Seconds(60)); });
-        EXPECT_TRUE(WaitUntil([&] { return !roster.active(workers - 1); }));
+        EXPECT_TRUE(WaitUntil([&] { return !roster.active(workers - 1); }, absl::Seconds(60)));
       }
     };
   }

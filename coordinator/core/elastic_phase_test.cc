@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "coordinator/core/cluster_probe.h"
+#include "coordinator/core/fake_clock.h"
 #include "coordinator/core/health_watch.h"
 #include "coordinator/core/job_runner_test_util.h"
 #include "coordinator/core/phase_runner.h"
@@ -70,16 +71,6 @@ class HookedWorker : public WorkerClient {
   std::atomic<int> runs_{0};
   std::atomic<int> calls_{0};
 };
-
-// Waits (bounded) until `done`.
-bool WaitUntil(const std::function<bool()>& done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
 
 struct Fixture {
   explicit Fixture(std::vector<WorkerClient*> initial, JobSpec job_spec = Spec(),

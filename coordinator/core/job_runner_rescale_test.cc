@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/status_macros.h"
+#include "coordinator/core/fake_clock.h"
 #include "coordinator/core/job_runner.h"
 #include "coordinator/core/job_runner_test_util.h"
 #include "gtest/gtest.h"
@@ -81,16 +82,6 @@ double MetricValue(prometheus::Registry& registry, const std::string& name) {
                                                    : f.metric[0].counter.value;
   }
   return -1;
-}
-
-// Waits (bounded) until `done`; false on timeout.
-bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) {
-  const absl::Time until = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > until) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
 }
 
 TEST(JobRunnerRescaleTest, TwoToThreeToOneMidJob) {
